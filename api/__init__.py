@@ -1,0 +1,1 @@
+"""The edges: REST over Falcon, authentication, and the `titen` command line."""

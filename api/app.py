@@ -1,0 +1,39 @@
+"""The Falcon application: routes, middleware and error handling over the services."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import falcon
+
+from api import errors
+from api.auth import Authentication
+from api.health import Health
+from api.leases import Lease, Leases
+from api.services import Services
+
+log = logging.getLogger("titen.requests")
+
+
+class RequestLog:
+    """One line per request: method, path, status, milliseconds."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.perf_counter()
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
+        elapsed = (time.perf_counter() - req.context.started) * 1000
+        log.info("%s %s %d %.1fms", req.method, req.path, resp.status_code, elapsed)
+
+
+def create_app(services: Services) -> falcon.App:
+    app = falcon.App(middleware=[RequestLog(), Authentication(services.keys)])
+    errors.install(app)
+    app.add_route("/healthz", Health(services))
+    app.add_route("/v1/leases", Leases(services))
+    app.add_route("/v1/leases/{lease_id}", Lease(services))
+    return app

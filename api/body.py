@@ -1,0 +1,80 @@
+"""Reading a JSON request body: size, media type, syntax, then its JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import falcon
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from api.errors import error
+
+MAX_BODY_BYTES = 1024 * 1024
+PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+
+
+def text(max_length: int, *, printable: bool = True) -> dict[str, Any]:
+    """Schema for a required-looking non-empty string field."""
+    schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": max_length}
+    if printable:
+        schema["pattern"] = PRINTABLE
+    return schema
+
+
+def obj(properties: dict[str, Any], required: list[str]) -> Draft202012Validator:
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def read_json(req: falcon.Request, validator: Draft202012Validator) -> dict[str, Any]:
+    if req.content_length is not None and req.content_length > MAX_BODY_BYTES:
+        raise error(413)
+    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise error(413)
+    if not req.content_type or req.content_type.split(";")[0].strip().lower() != (
+        falcon.MEDIA_JSON
+    ):
+        raise error(415)
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise error(400, f"The request body is not valid JSON: {exc}.") from None
+    problem = best_match(validator.iter_errors(body))
+    if problem is not None:
+        raise error(400, describe(problem))
+    return body
+
+
+def describe(problem: ValidationError) -> str:
+    """A message that names the field, without echoing the (possibly huge) value."""
+    field = ".".join(str(part) for part in problem.absolute_path)
+    rule, value, schema = problem.validator, problem.validator_value, problem.schema
+    if not field and rule == "type":
+        return "The request body must be a JSON object."
+    if rule == "required":
+        return f"Missing field: {problem.message.split(chr(39))[1]}."
+    if rule == "additionalProperties":
+        unknown = sorted(set(problem.instance) - set(schema.get("properties", {})))
+        return f"Unknown field: {', '.join(unknown)}."
+    if rule == "type":
+        return f"{field} must be of type {value}."
+    if rule in ("minimum", "maximum"):
+        return f"{field} must be from {schema['minimum']} to {schema['maximum']}."
+    if rule == "minLength":
+        return f"{field} must not be empty."
+    if rule == "maxLength":
+        return f"{field} must be at most {value} characters."
+    if rule == "pattern":
+        return f"{field} must not contain control characters."
+    if rule == "enum":
+        return f"{field} must be one of: {', '.join(map(str, value))}."
+    return f"{field}: {problem.message}"

@@ -1,0 +1,78 @@
+"""The one error envelope, {"error": {"code", "message"}}, and the one map of failures to it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import falcon
+
+from domain.clock import iso
+from domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
+
+log = logging.getLogger("titen.api")
+
+CODES = {
+    400: "VALIDATION_ERROR",
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    409: "CONFLICT",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+DEFAULT_MESSAGES = {
+    401: "A valid API key is required: authorization: Bearer <key>.",
+    403: "This operation needs the operator role.",
+    404: "Not found.",
+    405: "Method not allowed on this resource.",
+    413: "The request body is larger than 1 MiB.",
+    415: "The request body must be JSON (content-type: application/json).",
+    500: "Internal error.",
+    503: "The service is unavailable; retry.",
+}
+
+
+def error(status: int, message: str | None = None) -> falcon.HTTPError:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return falcon.HTTPError(status, description=message, headers=headers)
+
+
+def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError) -> None:
+    status = exc.status_code
+    code = CODES.get(status, "INTERNAL" if status >= 500 else "VALIDATION_ERROR")
+    message = exc.description or DEFAULT_MESSAGES.get(status) or exc.title
+    resp.content_type = falcon.MEDIA_JSON
+    resp.text = json.dumps({"error": {"code": code, "message": message}})
+
+
+def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+    if isinstance(exc, LeaseHeld):
+        raise error(409, f"Resource is leased by another principal until {iso(exc.expires_at)}.")
+    if isinstance(exc, NotFound):
+        raise error(404, str(exc) or None)
+    if isinstance(exc, NotTarget):
+        raise error(400, "Only the target principal can resolve a handoff.")
+    if isinstance(exc, InvalidField):
+        raise error(400, str(exc))
+    if isinstance(exc, Contention):
+        raise error(503, str(exc))
+    raise exc
+
+
+def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+    if isinstance(exc, falcon.HTTPError):
+        raise exc
+    log.exception("unhandled error on %s %s", req.method, req.path)
+    raise error(500)
+
+
+def install(app: falcon.App) -> None:
+    app.set_error_serializer(serialize)
+    app.add_error_handler(Exception, _unexpected)
+    for kind in (LeaseHeld, NotFound, NotTarget, InvalidField, Contention):
+        app.add_error_handler(kind, _domain)

@@ -1,0 +1,47 @@
+"""The composition root: everything a server or a command needs, built once from a URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.keys import Keys
+from domain.application import Titen
+from domain.clock import Clock, SystemClock
+from domain.storage import Database, parse
+from projections.lease_index import LeaseIndex
+from projections.projector import Projector
+from projections.store import ViewStore, open_store
+
+
+@dataclass
+class Services:
+    database: Database
+    clock: Clock
+    app: Titen
+    store: ViewStore
+    projector: Projector
+    lease_index: LeaseIndex
+    keys: Keys
+
+    def close(self) -> None:
+        self.app.close()
+
+
+def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Services:
+    """Open the store at `url`, creating its schema on first use."""
+    database = parse(url)
+    database.ensure_schema()
+    clock = clock or SystemClock()
+    app = Titen(database.env(pool_size), clock)
+    store = open_store(app)
+    lease_index = LeaseIndex(store)
+    projector = Projector(app, store, [lease_index])
+    return Services(
+        database=database,
+        clock=clock,
+        app=app,
+        store=store,
+        projector=projector,
+        lease_index=lease_index,
+        keys=Keys(store, clock),
+    )

@@ -1,0 +1,1 @@
+"""The domain: aggregates, their events, and the application's commands."""

@@ -1,0 +1,100 @@
+"""The one place that maps a database URL onto the event store's configuration.
+
+`sqlite:///PATH` (relative to the working directory; `sqlite:////abs/path` for an absolute one)
+and `postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=NAME]` are understood.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qs, unquote, urlsplit
+
+DEFAULT_URL = "sqlite:///titen.db"
+SQLITE_LOCK_TIMEOUT_SECONDS = 10
+POSTGRES_LOCK_TIMEOUT_SECONDS = 10
+
+
+class BadDatabaseURL(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Database:
+    """A parsed database URL, and what the eventsourcing library needs to open it."""
+
+    url: str
+    kind: str  # "sqlite" or "postgres"
+    path: str = ""
+    host: str = ""
+    port: int = 5432
+    user: str = ""
+    password: str = ""
+    dbname: str = ""
+    schema: str = ""
+
+    def env(self, pool_size: int = 10) -> dict[str, str]:
+        if self.kind == "sqlite":
+            return {
+                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                "SQLITE_DBNAME": self.path,
+                "SQLITE_LOCK_TIMEOUT": str(SQLITE_LOCK_TIMEOUT_SECONDS),
+            }
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": self.dbname,
+            "POSTGRES_HOST": self.host,
+            "POSTGRES_PORT": str(self.port),
+            "POSTGRES_USER": self.user,
+            "POSTGRES_PASSWORD": self.password,
+            "POSTGRES_SCHEMA": self.schema,
+            "POSTGRES_POOL_SIZE": str(pool_size),
+            "POSTGRES_MAX_OVERFLOW": str(pool_size),
+            "POSTGRES_LOCK_TIMEOUT": str(POSTGRES_LOCK_TIMEOUT_SECONDS),
+            "POSTGRES_CONNECT_TIMEOUT": "5",
+        }
+
+    def ensure_schema(self) -> None:
+        """Create the PostgreSQL schema named in the URL; the library expects it to exist."""
+        if self.kind != "postgres" or not self.schema:
+            return
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+
+    def conninfo(self) -> str:
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(
+            host=self.host, port=self.port, user=self.user, password=self.password,
+            dbname=self.dbname, connect_timeout=5,
+        )
+
+
+def parse(url: str) -> Database:
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///")
+        if not path:
+            raise BadDatabaseURL("sqlite URL needs a path: sqlite:///PATH")
+        return Database(url=url, kind="sqlite", path=path)
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise BadDatabaseURL(
+            f"unsupported database URL {url!r}: use sqlite:///PATH or "
+            "postgresql://USER@HOST:PORT/DBNAME"
+        )
+    dbname = parts.path.lstrip("/")
+    if not (parts.hostname and parts.username and dbname):
+        raise BadDatabaseURL("postgresql URL needs USER@HOST and /DBNAME")
+    schema = parse_qs(parts.query).get("schema", [""])[0]
+    return Database(
+        url=url,
+        kind="postgres",
+        host=parts.hostname,
+        port=parts.port or 5432,
+        user=unquote(parts.username),
+        password=unquote(parts.password or ""),
+        dbname=dbname,
+        schema=schema,
+    )

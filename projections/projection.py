@@ -1,0 +1,23 @@
+"""What every read model provides to the projector."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from projections.store import Writer
+
+
+class Projection(ABC):
+    name: str
+    """Its tracking name: where it is in the log."""
+    tables: tuple[str, ...]
+    """The tables it owns (dropped on rebuild)."""
+
+    @abstractmethod
+    def schema(self) -> list[str]:
+        """CREATE statements for its tables and indexes, idempotent."""
+
+    @abstractmethod
+    def apply(self, writer: Writer, event: Any, position: int) -> None:
+        """Change the rows for one domain event, inside the projector's transaction."""

@@ -1,0 +1,70 @@
+"""Fixtures: every API test runs on SQLite and on PostgreSQL, through real HTTP."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import falcon.testing
+import pytest
+
+from api.app import create_app
+from api.services import Services, bootstrap
+from tests.support import FakeClock, postgres_reason, postgres_schema
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+def _skip_or_fail_without_postgres() -> None:
+    reason = postgres_reason()
+    if reason is None:
+        return
+    if os.environ.get("TITEN_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"TITEN_REQUIRE_POSTGRES=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(params=BACKENDS)
+def database(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    """A fresh, empty database URL for each test, on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/titen.db"
+        return
+    _skip_or_fail_without_postgres()
+    with postgres_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL schema, for what only PostgreSQL can show (several processes)."""
+    _skip_or_fail_without_postgres()
+    with postgres_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def services(database: str, clock: FakeClock) -> Iterator[Services]:
+    services = bootstrap(database, clock, pool_size=20)
+    yield services
+    services.close()
+
+
+@pytest.fixture
+def client(services: Services) -> falcon.testing.TestClient:
+    return falcon.testing.TestClient(create_app(services))
+
+
+@pytest.fixture
+def key(services: Services) -> Callable[..., str]:
+    """Make a key: key("acme", "agent_a") or key("acme", "ops", role="operator")."""
+
+    def make(org: str, principal: str, role: str = "agent") -> str:
+        return services.keys.create(org, principal, role)
+
+    return make

@@ -1,0 +1,158 @@
+"""Test doubles and helpers shared by every layer of the suite."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import urllib3
+
+POSTGRES_URL = os.environ.get(
+    "TITEN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+TITEN = str(Path(sys.executable).with_name("titen"))
+
+
+class FakeClock:
+    """A clock that moves only when told, so tests cross an expiry without sleeping."""
+
+    def __init__(self, start: datetime | None = None):
+        self._now = start or datetime(2026, 7, 30, 10, 48, 13, 829000, tzinfo=UTC)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+def postgres_reason() -> str | None:
+    """Why PostgreSQL cannot be used here, or None when it can."""
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return None
+    except psycopg.Error as exc:
+        return f"PostgreSQL unreachable at {POSTGRES_URL}: {exc}".strip()
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A database URL on a fresh schema of the test database, dropped afterwards."""
+    schema = f"titen_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{POSTGRES_URL}?schema={schema}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def titen(*args: str, database: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the real `titen` command line."""
+    return subprocess.run(
+        [TITEN, *args, "--database", database],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=60,
+    )
+
+
+def create_key(database: str, org: str, principal: str, role: str = "agent") -> str:
+    return titen(
+        "keys", "create", "--org", org, "--principal", principal, "--role", role,
+        database=database,
+    ).stdout.strip()
+
+
+class Server:
+    """A real `titen serve` process on a free port."""
+
+    def __init__(self, database: str, threads: int = 8):
+        self.database = database
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [TITEN, "serve", "--port", str(self.port), "--threads", str(threads),
+             "--database", database],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._wait_healthy()
+
+    def _wait_healthy(self) -> None:
+        http = urllib3.PoolManager()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"titen serve exited: {self.process.stderr.read()}")
+            try:
+                if http.request("GET", self.url + "/healthz", timeout=1, retries=False).status == 200:
+                    return
+            except urllib3.exceptions.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("titen serve did not become healthy in 30 s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stderr:
+            self.process.stderr.close()
+
+    def kill(self) -> None:
+        """End the process without any chance to clean up, as a crash would."""
+        self.process.kill()
+        self.process.wait()
+        if self.process.stderr:
+            self.process.stderr.close()
+
+
+class Http:
+    """A small JSON client over real HTTP (urllib3, which waitress's tests trust too)."""
+
+    def __init__(self, base_url: str, key: str | None = None):
+        self.base_url = base_url
+        self.key = key
+        self.pool = urllib3.PoolManager(maxsize=32)
+
+    def request(self, method: str, path: str, json: object = None, key: str | None = None):
+        headers = {}
+        token = key or self.key
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        response = self.pool.request(
+            method, self.base_url + path, json=json, headers=headers, timeout=30, retries=False
+        )
+        return response.status, response.json() if response.data else None
