@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command(group, name: str, help_text: str, run) -> argparse.ArgumentParser:  # noqa: ANN001
+def _command(group, name: str, help_text: str, run) -> argparse.ArgumentParser:
     command = group.add_parser(name, help=help_text)
     command.add_argument(
         "--database",
@@ -99,9 +99,7 @@ def _keys_list(args: argparse.Namespace) -> int:
 def _keys_revoke(args: argparse.Namespace) -> int:
     services = _open(args)
     try:
-        count = services.keys.revoke(
-            args.org, principal=args.principal, key_prefix=args.key_prefix
-        )
+        count = services.keys.revoke(args.org, principal=args.principal, key_prefix=args.key_prefix)
     finally:
         services.close()
     print(f"revoked {count} key(s)", file=sys.stderr)

@@ -64,8 +64,14 @@ class Keys:
                 raise KeyRefused(f"{principal} already has the {roles[0]['role']} role")
             writer.execute(
                 "INSERT INTO {api_keys} VALUES (%s, %s, %s, %s, %s, %s, NULL)",
-                [_hash(key), key[:SHOWN_CHARS], organization, principal, role,
-                 iso(self.clock.now())],
+                [
+                    _hash(key),
+                    key[:SHOWN_CHARS],
+                    organization,
+                    principal,
+                    role,
+                    iso(self.clock.now()),
+                ],
             )
         return key
 

@@ -61,14 +61,20 @@ class Database:
         from psycopg import sql
 
         with psycopg.connect(self.conninfo(), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
+            conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+            )
 
     def conninfo(self) -> str:
         from psycopg.conninfo import make_conninfo
 
         return make_conninfo(
-            host=self.host, port=self.port, user=self.user, password=self.password,
-            dbname=self.dbname, connect_timeout=5,
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password,
+            dbname=self.dbname,
+            connect_timeout=5,
         )
 
 

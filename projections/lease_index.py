@@ -18,6 +18,7 @@ from projections.store import ViewStore, Writer
 
 ENDINGS = (Lease.Released, Lease.Superseded, Lease.ReplacedAfterExpiry)
 
+
 @dataclass(frozen=True)
 class UnreleasedLease:
     lease_id: str
@@ -29,6 +30,7 @@ class UnreleasedLease:
     purpose: str
     acquired_at: str
     expires_at: str
+
 
 class LeaseIndex(Projection):
     name = "lease_index"

@@ -41,7 +41,9 @@ class Writer:
 
     def forget(self, name: str) -> None:
         """Reset a projection's position to the start of the log."""
-        self.execute(f"DELETE FROM {self._store.tracking_table} WHERE application_name = %s", [name])
+        self.execute(
+            f"DELETE FROM {self._store.tracking_table} WHERE application_name = %s", [name]
+        )
 
 
 class ViewStore(TrackingRecorder, ABC):

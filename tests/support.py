@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json as jsonlib
 import os
 import socket
 import subprocess
@@ -15,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
-import urllib3
 
 POSTGRES_URL = os.environ.get(
     "TITEN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -84,7 +85,14 @@ def titen(*args: str, database: str, check: bool = True) -> subprocess.Completed
 
 def create_key(database: str, org: str, principal: str, role: str = "agent") -> str:
     return titen(
-        "keys", "create", "--org", org, "--principal", principal, "--role", role,
+        "keys",
+        "create",
+        "--org",
+        org,
+        "--principal",
+        principal,
+        "--role",
+        role,
         database=database,
     ).stdout.strip()
 
@@ -97,8 +105,16 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
-            [TITEN, "serve", "--port", str(self.port), "--threads", str(threads),
-             "--database", database],
+            [
+                TITEN,
+                "serve",
+                "--port",
+                str(self.port),
+                "--threads",
+                str(threads),
+                "--database",
+                database,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -106,15 +122,14 @@ class Server:
         self._wait_healthy()
 
     def _wait_healthy(self) -> None:
-        http = urllib3.PoolManager()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"titen serve exited: {self.process.stderr.read()}")
             try:
-                if http.request("GET", self.url + "/healthz", timeout=1, retries=False).status == 200:
+                if Http(self.url).request("GET", "/healthz")[0] == 200:
                     return
-            except urllib3.exceptions.HTTPError:
+            except OSError:
                 pass
             time.sleep(0.05)
         self.stop()
@@ -140,19 +155,29 @@ class Server:
 
 
 class Http:
-    """A small JSON client over real HTTP (urllib3, which waitress's tests trust too)."""
+    """A small JSON client over real HTTP, one connection per request (safe across threads)."""
 
     def __init__(self, base_url: str, key: str | None = None):
-        self.base_url = base_url
+        self.host, _, port = base_url.removeprefix("http://").partition(":")
+        self.port = int(port)
         self.key = key
-        self.pool = urllib3.PoolManager(maxsize=32)
 
-    def request(self, method: str, path: str, json: object = None, key: str | None = None):
+    def request(
+        self, method: str, path: str, json: object = None, key: str | None = None
+    ) -> tuple[int, dict | None]:
         headers = {}
         token = key or self.key
         if token:
             headers["authorization"] = f"Bearer {token}"
-        response = self.pool.request(
-            method, self.base_url + path, json=json, headers=headers, timeout=30, retries=False
-        )
-        return response.status, response.json() if response.data else None
+        body = None
+        if json is not None:
+            body = jsonlib.dumps(json)
+            headers["content-type"] = "application/json"
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+        finally:
+            conn.close()
+        return response.status, jsonlib.loads(data) if data else None
