@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -104,6 +105,8 @@ class Server:
         self.database = database
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in stop/kill)
+        self.log = ""
         self.process = subprocess.Popen(
             [
                 TITEN,
@@ -116,8 +119,7 @@ class Server:
                 database,
             ],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+            stderr=self._log,
         )
         self._wait_healthy()
 
@@ -125,7 +127,8 @@ class Server:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"titen serve exited: {self.process.stderr.read()}")
+                self._collect_log()
+                raise RuntimeError(f"titen serve exited: {self.log}")
             try:
                 if Http(self.url).request("GET", "/healthz")[0] == 200:
                     return
@@ -143,15 +146,20 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stderr:
-            self.process.stderr.close()
+        self._collect_log()
 
     def kill(self) -> None:
         """End the process without any chance to clean up, as a crash would."""
         self.process.kill()
         self.process.wait()
-        if self.process.stderr:
-            self.process.stderr.close()
+        self._collect_log()
+
+    def _collect_log(self) -> None:
+        """Keep what the server wrote to stderr (its request log) as `self.log`."""
+        if not self._log.closed:
+            self._log.seek(0)
+            self.log = self._log.read()
+            self._log.close()
 
 
 class Http:

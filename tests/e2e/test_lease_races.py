@@ -1,0 +1,135 @@
+"""Mutual exclusion under real concurrency: threads, and two server processes on PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from api.services import bootstrap
+from tests.support import Http, Server
+
+RESOURCE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
+
+
+def make_keys(database: str, count: int) -> list[str]:
+    services = bootstrap(database, pool_size=2)
+    try:
+        return [services.keys.create("acme", f"agent_{n}", "agent") for n in range(count)]
+    finally:
+        services.close()
+
+
+@pytest.fixture
+def server(database: str) -> Iterator[Server]:
+    server = Server(database)
+    yield server
+    server.stop()
+
+
+def test_simultaneous_acquires_have_exactly_one_winner(server):
+    keys = make_keys(server.database, 12)
+    start = threading.Barrier(len(keys))
+    results: list[tuple[int, dict]] = []
+
+    def contend(key: str) -> None:
+        http = Http(server.url, key)
+        start.wait()
+        results.append(http.request("POST", "/v1/leases", RESOURCE))
+
+    threads = [threading.Thread(target=contend, args=(key,)) for key in keys]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = sorted(status for status, _ in results)
+    assert statuses == [201] + [409] * (len(keys) - 1)
+    expiry = next(body["data"]["expires_at"] for status, body in results if status == 201)
+    for status, body in results:
+        if status == 409:
+            assert body["error"]["message"].endswith(f"until {expiry}.")
+
+
+def hold_and_release_in_turns(urls: list[str], database: str, rounds: int) -> None:
+    """Several principals loop acquire→release on one resource through the given servers.
+
+    Each holder's time between receiving its 201 and sending its release is a moment it
+    certainly held the lease; no other holder may receive a 201 inside that window. A
+    sampler also watches the unreleased-lease index for two rows at once.
+    """
+    keys = make_keys(database, 6)
+    holds: list[tuple[float, float, str]] = []
+    granted: list[tuple[float, str]] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    most_rows = [0]
+    refused = [0]
+
+    def agent(n: int, key: str) -> None:
+        http = Http(urls[n % len(urls)], key)
+        for _ in range(rounds):
+            status, body = http.request("POST", "/v1/leases", RESOURCE)
+            got = time.monotonic()
+            if status == 201:
+                with lock:
+                    granted.append((got, key))
+                time.sleep(0.005)  # hold it for a while: others keep trying meanwhile
+                let_go = time.monotonic()
+                released, _ = http.request("DELETE", f"/v1/leases/{body['data']['lease_id']}")
+                assert released == 200
+                with lock:
+                    holds.append((got, let_go, key))
+            else:
+                assert status == 409, body
+                with lock:
+                    refused[0] += 1
+
+    def sample() -> None:
+        services = bootstrap(database, pool_size=2)
+        try:
+            while not done.is_set():
+                rows = services.store.query(
+                    "SELECT COUNT(*) AS n FROM {lease_index} WHERE resource_id = %s",
+                    ["checkout"],
+                )
+                most_rows[0] = max(most_rows[0], rows[0]["n"])
+        finally:
+            services.close()
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    agents = [threading.Thread(target=agent, args=(n, key)) for n, key in enumerate(keys)]
+    for thread in agents:
+        thread.start()
+    for thread in agents:
+        thread.join()
+    done.set()
+    sampler.join()
+
+    assert len(holds) >= 5 and refused[0] >= 5, "too little contention to prove anything"
+    for start, end, holder in holds:
+        inside = [key for at, key in granted if start < at < end and key != holder]
+        assert not inside, f"{inside} were granted the lease while {holder} held it"
+    assert most_rows[0] <= 1
+
+
+def test_no_two_holders_at_once_with_threads(server):
+    hold_and_release_in_turns([server.url], server.database, rounds=25)
+
+
+def test_no_two_holders_at_once_across_two_server_processes(postgres_database):
+    servers = [Server(postgres_database), Server(postgres_database)]
+    try:
+        hold_and_release_in_turns([s.url for s in servers], postgres_database, rounds=25)
+    finally:
+        for server in servers:
+            server.stop()
+    services = bootstrap(postgres_database, pool_size=2)
+    try:
+        live = services.lease_index.rows()
+        services.projector.rebuild("lease_index")
+        assert services.lease_index.rows() == live
+    finally:
+        services.close()

@@ -1,0 +1,85 @@
+"""The Lease aggregate's rules, without any storage."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from domain.errors import LeaseHeld, NotFound
+from domain.lease import Lease
+
+NOW = datetime(2026, 7, 30, 10, 48, 13, 829000, tzinfo=UTC)
+
+
+def acquire(lease: Lease, holder: str, at: datetime = NOW, ttl: int = 600, lease_id: str = ""):
+    return lease.acquire(
+        lease_id=lease_id or f"lease_{holder}_{at.timestamp()}",
+        holder=holder,
+        purpose="smoke",
+        now=at,
+        ttl_seconds=ttl,
+    )
+
+
+def event_names(lease: Lease) -> list[str]:
+    return [type(e).__name__ for e in lease.collect_events()]
+
+
+def test_id_is_the_same_for_the_same_resource_and_differs_across_organizations():
+    assert Lease.create_id("acme", "deploy", "x") == Lease.create_id("acme", "deploy", "x")
+    assert Lease.create_id("acme", "deploy", "x") != Lease.create_id("umbra", "deploy", "x")
+    assert Lease.create_id("a", "b c", "d") != Lease.create_id("a b", "c", "d")
+
+
+def test_acquire_records_a_term_that_expires_after_the_ttl():
+    lease = Lease("acme", "deploy", "checkout")
+    term = acquire(lease, "agent_a", ttl=600)
+    assert term.expires_at == NOW + timedelta(seconds=600)
+    assert event_names(lease) == ["Registered", "Acquired"]
+
+
+def test_another_principal_is_refused_with_the_expiry_only():
+    lease = Lease("acme", "deploy", "checkout")
+    term = acquire(lease, "agent_a")
+    lease.collect_events()
+    with pytest.raises(LeaseHeld) as refused:
+        acquire(lease, "agent_b", at=NOW + timedelta(seconds=599))
+    assert refused.value.expires_at == term.expires_at
+    assert event_names(lease) == []
+
+
+def test_the_holder_acquiring_again_supersedes_its_term():
+    lease = Lease("acme", "deploy", "checkout")
+    acquire(lease, "agent_a", lease_id="lease_1")
+    lease.collect_events()
+    term = acquire(lease, "agent_a", at=NOW + timedelta(seconds=5), lease_id="lease_2")
+    assert term.lease_id == "lease_2"
+    assert event_names(lease) == ["Superseded", "Acquired"]
+
+
+def test_anyone_acquiring_at_or_after_expiry_replaces_the_expired_term():
+    lease = Lease("acme", "deploy", "checkout")
+    acquire(lease, "agent_a", ttl=10)
+    lease.collect_events()
+    acquire(lease, "agent_b", at=NOW + timedelta(seconds=10))
+    assert event_names(lease) == ["ReplacedAfterExpiry", "Acquired"]
+
+
+def test_release_by_holder_by_operator_and_by_anyone_else():
+    lease = Lease("acme", "deploy", "checkout")
+    acquire(lease, "agent_a", lease_id="lease_1")
+    with pytest.raises(NotFound):
+        lease.release(lease_id="lease_1", by="agent_b", as_operator=False, now=NOW)
+    with pytest.raises(NotFound):
+        lease.release(lease_id="lease_other", by="agent_a", as_operator=False, now=NOW)
+    lease.release(lease_id="lease_1", by="ops", as_operator=True, now=NOW)
+    released = lease.collect_events()[-1]
+    assert (released.released_by, released.by_operator) == ("ops", True)
+    with pytest.raises(NotFound):
+        lease.release(lease_id="lease_1", by="agent_a", as_operator=False, now=NOW)
+
+
+def test_ttl_outside_the_contract_is_refused():
+    lease = Lease("acme", "deploy", "checkout")
+    for ttl in (9, 86_401):
+        with pytest.raises(ValueError):
+            acquire(lease, "agent_a", ttl=ttl)
