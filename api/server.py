@@ -19,7 +19,9 @@ def serve(services: Services, host: str, port: int, threads: int) -> None:
     threading.Thread(
         target=_follow_log, args=(services, stop), name="projector", daemon=True
     ).start()
-    log.info("titen serving on http://%s:%d (database %s)", host, port, services.database.url)
+    log.info(
+        "titen serving on http://%s:%d (database %s)", host, port, services.database.redacted()
+    )
     try:
         waitress.serve(
             create_app(services),

@@ -32,6 +32,13 @@ class Database:
     dbname: str = ""
     schema: str = ""
 
+    def redacted(self) -> str:
+        """The URL with any password hidden, for logs."""
+        parts = urlsplit(self.url)
+        if not parts.password:
+            return self.url
+        return self.url.replace(f":{parts.password}@", ":***@", 1)
+
     def env(self, pool_size: int = 10) -> dict[str, str]:
         if self.kind == "sqlite":
             return {

@@ -1,0 +1,70 @@
+"""The projector applies each event exactly once, also when several processes catch up at once."""
+
+from __future__ import annotations
+
+import threading
+
+from api.services import bootstrap
+
+
+def acquire_many(services, count: int) -> None:
+    for n in range(count):
+        services.app.acquire_lease(
+            organization="acme",
+            holder=f"agent_{n % 7}",
+            resource_type="deploy",
+            resource_id=f"r{n % 7}",
+            purpose="p",
+            ttl_seconds=60,
+        )
+
+
+def test_concurrent_catch_ups_apply_each_event_once(database, clock):
+    writer = bootstrap(database, clock, pool_size=4)
+    readers = [bootstrap(database, clock, pool_size=4) for _ in range(3)]
+    try:
+        acquire_many(writer, 60)  # commands only: nobody has applied them yet
+        start = threading.Barrier(len(readers))
+
+        def catch_up(services) -> None:
+            start.wait()
+            for _ in range(5):
+                services.projector.catch_up()
+
+        threads = [threading.Thread(target=catch_up, args=(r,)) for r in readers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        live = writer.lease_index.rows()
+        # 7 resources, each with its latest term unreleased; supersessions removed the rest
+        assert len(live) == 7
+        assert (
+            writer.store.max_tracking_id("lease_index") == writer.app.recorder.max_notification_id()
+        )
+        writer.projector.rebuild("lease_index")
+        assert writer.lease_index.rows() == live
+    finally:
+        for services in (writer, *readers):
+            services.close()
+
+
+def test_a_command_is_visible_to_another_process_as_soon_as_it_answers(database, clock):
+    first = bootstrap(database, clock, pool_size=4)
+    second = bootstrap(database, clock, pool_size=4)
+    try:
+        committed = first.app.acquire_lease(
+            organization="acme",
+            holder="a",
+            resource_type="t",
+            resource_id="x",
+            purpose="p",
+            ttl_seconds=60,
+        )
+        first.projector.catch_up(committed.position)
+        found = second.lease_index.find(committed.value.lease_id)
+        assert found is not None and found.holder == "a"
+    finally:
+        first.close()
+        second.close()
