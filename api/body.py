@@ -34,9 +34,15 @@ def obj(properties: dict[str, Any], required: list[str]) -> Draft202012Validator
     return Draft202012Validator(schema)
 
 
+class BodyLimit:
+    """Falcon middleware: refuse any declared body over the limit before routing."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.content_length is not None and req.content_length > MAX_BODY_BYTES:
+            raise error(413)
+
+
 def read_json(req: falcon.Request, validator: Draft202012Validator) -> dict[str, Any]:
-    if req.content_length is not None and req.content_length > MAX_BODY_BYTES:
-        raise error(413)
     raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise error(413)

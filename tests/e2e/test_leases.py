@@ -249,3 +249,12 @@ def test_health_needs_no_key_and_reports_the_database(client, services):
     result = client.simulate_get("/healthz")
     assert result.status_code == 503
     assert result.json["error"]["code"] == "UNAVAILABLE"
+
+
+def test_any_request_declaring_a_body_over_one_mebibyte_is_413(client, services, alice):
+    lease_id = acquire(client, alice).json["data"]["lease_id"]
+    result = client.simulate_delete(
+        f"/v1/leases/{lease_id}", body="x" * (1024 * 1024 + 1), headers=bearer(alice)
+    )
+    assert (result.status_code, result.json["error"]["code"]) == (413, "PAYLOAD_TOO_LARGE")
+    assert release(client, alice, lease_id).status_code == 200
