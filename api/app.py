@@ -10,6 +10,7 @@ import falcon
 
 from api import errors
 from api.auth import Authentication
+from api.handoffs import HandoffItem, HandoffResolution, Handoffs
 from api.health import Health
 from api.leases import Lease, Leases
 from api.services import Services
@@ -36,4 +37,7 @@ def create_app(services: Services) -> falcon.App:
     app.add_route("/healthz", Health(services))
     app.add_route("/v1/leases", Leases(services))
     app.add_route("/v1/leases/{lease_id}", Lease(services))
+    app.add_route("/v1/handoffs", Handoffs(services))
+    app.add_route("/v1/handoffs/{handoff_id}", HandoffItem(services))
+    app.add_route("/v1/handoffs/{handoff_id}/resolve", HandoffResolution(services))
     return app

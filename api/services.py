@@ -8,6 +8,7 @@ from api.keys import Keys
 from domain.application import Titen
 from domain.clock import Clock, SystemClock
 from domain.storage import Database, parse
+from projections.inbox import Inbox
 from projections.lease_index import LeaseIndex
 from projections.projector import Projector
 from projections.store import ViewStore, open_store
@@ -21,6 +22,7 @@ class Services:
     store: ViewStore
     projector: Projector
     lease_index: LeaseIndex
+    inbox: Inbox
     keys: Keys
 
     def close(self) -> None:
@@ -35,7 +37,8 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
     app = Titen(database.env(pool_size), clock)
     store = open_store(app)
     lease_index = LeaseIndex(store)
-    projector = Projector(app, store, [lease_index])
+    inbox = Inbox(store)
+    projector = Projector(app, store, [lease_index, inbox])
     return Services(
         database=database,
         clock=clock,
@@ -43,5 +46,6 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         store=store,
         projector=projector,
         lease_index=lease_index,
+        inbox=inbox,
         keys=Keys(store, clock),
     )

@@ -10,13 +10,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, Transcoder, Transcoding
 
 from domain.clock import Clock
-from domain.errors import Contention, NotFound
+from domain.errors import Contention, InvalidField, NotFound
+from domain.handoff import Handoff, public_id
 from domain.ids import LEASE, new_id
 from domain.lease import Lease, Term
 
@@ -95,6 +96,69 @@ class Titen(Application[UUID]):
             return now, lease
 
         return self._retrying(attempt)
+
+    def create_handoff(
+        self,
+        *,
+        organization: str,
+        from_principal: str,
+        to_principal: str,
+        subject_id: str,
+        context_id: str | None,
+        checkpoint_id: str | None,
+        message: str | None,
+        is_principal: Callable[[str], bool],
+    ) -> Committed[Handoff]:
+        """Record a pending handoff to another principal of the organization.
+
+        `is_principal` answers whether a name is a principal of the organization: who holds
+        credentials is the edge's knowledge, so it is asked rather than imported.
+        """
+        if to_principal == from_principal:
+            raise InvalidField("to_principal", "to_principal must not be the caller.")
+        if not is_principal(to_principal):
+            raise InvalidField(
+                "to_principal", "to_principal is not a principal of this organization."
+            )
+
+        def attempt() -> tuple[Handoff, Handoff]:
+            handoff = Handoff(
+                id=uuid4(),
+                organization=organization,
+                from_principal=from_principal,
+                to_principal=to_principal,
+                subject_id=subject_id,
+                context_id=context_id,
+                checkpoint_id=checkpoint_id,
+                message=message,
+                created_at=self.clock.now(),
+            )
+            return handoff, handoff
+
+        return self._retrying(attempt)
+
+    def resolve_handoff(
+        self, *, organization: str, key: UUID, by: str, accept: bool
+    ) -> Committed[Handoff]:
+        """Accept or reject a pending handoff as its target; a lost race finds it resolved."""
+
+        def attempt() -> tuple[Handoff, Handoff]:
+            handoff = self.get_handoff(key, missing=f"No pending handoff {public_id(key)}.")
+            handoff.resolve(organization=organization, by=by, accept=accept, now=self.clock.now())
+            return handoff, handoff
+
+        return self._retrying(attempt)
+
+    def get_handoff(self, key: UUID, missing: str | None = None) -> Handoff:
+        """A handoff from the event store, in any status (NotFound if the id is no handoff)."""
+        message = missing or f"No handoff {public_id(key)}."
+        try:
+            handoff = self.repository.get(key)
+        except AggregateNotFoundError:
+            raise NotFound(message) from None
+        if not isinstance(handoff, Handoff):
+            raise NotFound(message)
+        return handoff
 
     def _get(self, key: UUID) -> Any:
         try:

@@ -1,0 +1,160 @@
+"""The handoff routes: create, the caller's pending inbox, one handoff, and its resolution.
+
+POST /v1/handoffs                        create a pending handoff to another principal
+GET  /v1/handoffs                        the caller's pending inbox, oldest first, paged
+GET  /v1/handoffs/{handoff_id}           one handoff in any status, for its sender and target
+POST /v1/handoffs/{handoff_id}/resolve   accept or reject, once, as the target
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import falcon
+
+from api.auth import principal_of
+from api.body import obj, read_json, text
+from api.errors import error
+from api.paging import encode_cursor, read_page
+from api.services import Services
+from domain.clock import iso
+from domain.handoff import ACCEPTED, REJECTED, Handoff, public_id
+from domain.ids import HANDOFF, to_uuid
+from projections.inbox import PendingHandoff
+
+NAME_LENGTH = 200
+MESSAGE_LENGTH = 4000
+# Stored text must survive both backends and the event store's UTF-8 encoding: no NUL or other
+# control characters (a message may hold tabs and line breaks), and no lone surrogates.
+SINGLE_LINE = r"^[^\x00-\x1f\x7f\ud800-\udfff]*$"
+MULTI_LINE = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]*$"
+
+
+def _field(max_length: int, pattern: str = SINGLE_LINE) -> dict[str, Any]:
+    return {**text(max_length), "pattern": pattern}
+
+
+CREATE = obj(
+    {
+        "to_principal": _field(NAME_LENGTH),
+        "subject_id": _field(NAME_LENGTH),
+        "context_id": _field(NAME_LENGTH),
+        "checkpoint_id": _field(NAME_LENGTH),
+        "message": _field(MESSAGE_LENGTH, MULTI_LINE),
+    },
+    required=["to_principal", "subject_id"],
+)
+RESOLVE = obj({"status": {"type": "string", "enum": [ACCEPTED, REJECTED]}}, required=["status"])
+
+
+class Handoffs:
+    def __init__(self, services: Services):
+        self.services = services
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, CREATE)
+        caller = principal_of(req)
+        committed = self.services.app.create_handoff(
+            organization=caller.organization,
+            from_principal=caller.name,
+            to_principal=body["to_principal"],
+            subject_id=body["subject_id"],
+            context_id=body.get("context_id"),
+            checkpoint_id=body.get("checkpoint_id"),
+            message=body.get("message"),
+            is_principal=lambda name: self.services.keys.is_principal(caller.organization, name),
+        )
+        self.services.projector.catch_up(committed.position)
+        resp.status = falcon.HTTP_201
+        handoff = committed.value
+        resp.media = {"data": {"handoff_id": handoff.handoff_id, "status": handoff.status}}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The caller's inbox: what others handed to it, never what it sent."""
+        page = read_page(req, filters={"subject_id": NAME_LENGTH})
+        caller = principal_of(req)
+        rows = self.services.inbox.pending(
+            caller.organization,
+            caller.name,
+            after=page.after,
+            limit=page.limit + 1,
+            subject_id=page.filters.get("subject_id"),
+        )
+        shown = rows[: page.limit]
+        more = len(rows) > page.limit
+        resp.media = {
+            "data": {
+                "handoffs": [_pending(row) for row in shown],
+                "next_cursor": encode_cursor(shown[-1].position) if more else None,
+            }
+        }
+
+
+class HandoffItem:
+    def __init__(self, services: Services):
+        self.services = services
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
+        caller = principal_of(req)
+        missing = f"No handoff {handoff_id}."
+        handoff = self.services.app.get_handoff(_key(handoff_id, missing))
+        if not handoff.visible_to(caller.organization, caller.name):
+            raise error(404, missing)
+        resp.media = {"data": _handoff(handoff)}
+
+
+class HandoffResolution:
+    def __init__(self, services: Services):
+        self.services = services
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
+        body = read_json(req, RESOLVE)
+        caller = principal_of(req)
+        committed = self.services.app.resolve_handoff(
+            organization=caller.organization,
+            key=_key(handoff_id, f"No pending handoff {handoff_id}."),
+            by=caller.name,
+            accept=body["status"] == ACCEPTED,
+        )
+        self.services.projector.catch_up(committed.position)
+        resp.media = {"data": _handoff(committed.value)}
+
+
+def _key(handoff_id: str, missing: str) -> UUID:
+    """The aggregate id inside a handoff id, accepted in its canonical (lowercase) form only."""
+    key = to_uuid(HANDOFF, handoff_id)
+    if key is None or public_id(key) != handoff_id:
+        raise error(404, missing)
+    return key
+
+
+def _pending(row: PendingHandoff) -> dict[str, Any]:
+    """An inbox item, in the spec's field order."""
+    return {
+        "handoff_id": row.handoff_id,
+        "from_principal": row.from_principal,
+        "to_principal": row.to_principal,
+        "subject_id": row.subject_id,
+        "context_id": row.context_id,
+        "checkpoint_id": row.checkpoint_id,
+        "message": row.message,
+        "status": row.status,
+        "created_at": row.created_at,
+    }
+
+
+def _handoff(handoff: Handoff) -> dict[str, Any]:
+    """One handoff in any status: an inbox item's fields plus `resolved_at`."""
+    return {
+        "handoff_id": handoff.handoff_id,
+        "from_principal": handoff.from_principal,
+        "to_principal": handoff.to_principal,
+        "subject_id": handoff.subject_id,
+        "context_id": handoff.context_id,
+        "checkpoint_id": handoff.checkpoint_id,
+        "message": handoff.message,
+        "status": handoff.status,
+        "created_at": iso(handoff.created_at),
+        "resolved_at": None if handoff.resolved_at is None else iso(handoff.resolved_at),
+    }

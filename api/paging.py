@@ -1,0 +1,96 @@
+"""Query-string paging for list routes: `limit`, an opaque `cursor`, and named filters.
+
+A cursor wraps the log position of the last item a page returned; the next page resumes after
+it. It is opaque so that what it holds can change without breaking clients, and it is checked
+strictly so that a mangled cursor is a 400, never a silently different page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+
+import falcon
+
+from api.body import PRINTABLE
+from api.errors import error
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+CURSOR_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Page:
+    limit: int
+    after: int
+    """Resume after this log position (0: from the start)."""
+    filters: dict[str, str]
+
+
+def read_page(req: falcon.Request, filters: dict[str, int]) -> Page:
+    """Parse the query string; `filters` maps each allowed filter name to its maximum length."""
+    params = req.params
+    unknown = sorted(set(params) - {"limit", "cursor", *filters})
+    if unknown:
+        raise error(400, f"Unknown query parameter: {', '.join(unknown)}.")
+    limit = _single(params, "limit")
+    cursor = _single(params, "cursor")
+    chosen = {}
+    for name, max_length in filters.items():
+        value = _single(params, name)
+        if value is not None:
+            chosen[name] = _filter(name, value, max_length)
+    return Page(
+        limit=DEFAULT_LIMIT if limit is None else _limit(limit),
+        after=0 if cursor is None else decode_cursor(cursor),
+        filters=chosen,
+    )
+
+
+def encode_cursor(position: int) -> str:
+    raw = json.dumps({"v": CURSOR_VERSION, "after": position}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    invalid = error(400, "cursor is not valid: pass next_cursor from the previous page.")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise invalid from None
+    if not isinstance(value, dict) or set(value) != {"v", "after"}:
+        raise invalid
+    after = value["after"]
+    if value["v"] != CURSOR_VERSION or type(after) is not int or after < 0:
+        raise invalid
+    if encode_cursor(after) != cursor:
+        raise invalid
+    return after
+
+
+def _single(params: dict[str, str | list[str]], name: str) -> str | None:
+    value = params.get(name)
+    if isinstance(value, list):
+        raise error(400, f"{name} must be given once.")
+    return value
+
+
+def _limit(text: str) -> int:
+    if not re.fullmatch(r"[0-9]{1,4}", text) or not 1 <= int(text) <= MAX_LIMIT:
+        raise error(400, f"limit must be an integer from 1 to {MAX_LIMIT}.")
+    return int(text)
+
+
+def _filter(name: str, value: str, max_length: int) -> str:
+    if not value:
+        raise error(400, f"{name} must not be empty.")
+    if len(value) > max_length:
+        raise error(400, f"{name} must be at most {max_length} characters.")
+    if not re.fullmatch(PRINTABLE, value):
+        raise error(400, f"{name} must not contain control characters.")
+    return value

@@ -1,0 +1,113 @@
+"""The handoff inbox: each recipient's pending handoffs, oldest first.
+
+A row is inserted when a handoff is created and deleted when it is resolved, so the table
+holds pending handoffs only. Rows are ordered by the log position of their Created event:
+positions only grow as handoffs arrive, so a page that resumes after a position neither skips
+nor repeats a row while others are added, and a rebuild from the log gives the same positions.
+Reads use the (organization, to_principal, position) index: their cost follows the caller's
+pending handoffs, not how many handoffs the organization has ever had.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from domain.clock import iso
+from domain.handoff import PENDING, Handoff, public_id
+from projections.projection import Projection
+from projections.store import ViewStore, Writer
+
+RESOLUTIONS = (Handoff.Accepted, Handoff.Rejected)
+COLUMNS = (
+    "handoff_id, from_principal, to_principal, subject_id, context_id, checkpoint_id,"
+    " message, created_at, position"
+)
+
+
+@dataclass(frozen=True)
+class PendingHandoff:
+    handoff_id: str
+    from_principal: str
+    to_principal: str
+    subject_id: str
+    context_id: str | None
+    checkpoint_id: str | None
+    message: str | None
+    created_at: str
+    position: int
+    status: str = PENDING
+
+
+class Inbox(Projection):
+    name = "handoff_inbox"
+    tables = ("handoff_inbox",)
+
+    def __init__(self, store: ViewStore):
+        self.store = store
+
+    def schema(self) -> list[str]:
+        return [
+            "CREATE TABLE IF NOT EXISTS {handoff_inbox} ("
+            " handoff_id TEXT PRIMARY KEY, organization TEXT NOT NULL,"
+            " from_principal TEXT NOT NULL, to_principal TEXT NOT NULL,"
+            " subject_id TEXT NOT NULL, context_id TEXT, checkpoint_id TEXT, message TEXT,"
+            " created_at TEXT NOT NULL, position BIGINT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS handoff_inbox_recipient ON {handoff_inbox}"
+            " (organization, to_principal, position)",
+            "CREATE INDEX IF NOT EXISTS handoff_inbox_subject ON {handoff_inbox}"
+            " (organization, to_principal, subject_id, position)",
+        ]
+
+    def apply(self, writer: Writer, event: Any, position: int) -> None:
+        if isinstance(event, Handoff.Created):
+            writer.execute(
+                "INSERT INTO {handoff_inbox} VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    public_id(event.originator_id),
+                    event.organization,
+                    event.from_principal,
+                    event.to_principal,
+                    event.subject_id,
+                    event.context_id,
+                    event.checkpoint_id,
+                    event.message,
+                    iso(event.created_at),
+                    position,
+                ],
+            )
+        elif isinstance(event, RESOLUTIONS):
+            writer.execute(
+                "DELETE FROM {handoff_inbox} WHERE handoff_id = %s",
+                [public_id(event.originator_id)],
+            )
+
+    def pending(
+        self,
+        organization: str,
+        to_principal: str,
+        *,
+        after: int,
+        limit: int,
+        subject_id: str | None = None,
+    ) -> list[PendingHandoff]:
+        """Up to `limit` pending handoffs for the recipient whose position is after `after`."""
+        params: list[Any] = [organization, to_principal, after]
+        if subject_id is not None:
+            params.append(subject_id)
+        rows = self.store.query(pending_query(subject_id is not None), [*params, limit])
+        return [PendingHandoff(**row) for row in rows]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row in a stable order, for comparing a rebuild with the live table."""
+        return self.store.query("SELECT * FROM {handoff_inbox} ORDER BY position")
+
+
+def pending_query(by_subject: bool) -> str:
+    """One page of a recipient's inbox: a range scan of one index, already in order."""
+    subject = " AND subject_id = %s" if by_subject else ""
+    return (
+        f"SELECT {COLUMNS} FROM {{handoff_inbox}}"
+        f" WHERE organization = %s AND to_principal = %s AND position > %s{subject}"
+        " ORDER BY position LIMIT %s"
+    )
