@@ -32,6 +32,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8787)
     serve.add_argument("--threads", type=int, default=16, help="request worker threads")
 
+    mcp = commands.add_parser("mcp", help="serve the agent tools over MCP (stdio), via the API")
+    mcp.add_argument(
+        "--url",
+        help="the REST API to call (default: $TITEN_URL, else http://127.0.0.1:8787); "
+        "the key is $TITEN_API_KEY",
+    )
+    mcp.set_defaults(run=_mcp)
+
     keys = commands.add_parser("keys", help="manage API keys").add_subparsers(
         required=True, metavar="ACTION"
     )
@@ -73,6 +81,20 @@ def _serve(args: argparse.Namespace) -> int:
         serve(services, args.host, args.port, args.threads)
     finally:
         services.close()
+    return 0
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from api.client import TitenClient
+    from api.mcp import serve
+
+    try:
+        client = TitenClient.from_env(args.url)
+    except ValueError as exc:  # no key, or a URL that is not http(s)
+        print(f"titen: {exc}", file=sys.stderr)
+        return 2
+    with client:
+        serve(client)
     return 0
 
 

@@ -1,0 +1,245 @@
+"""A small typed client for Titen's REST API, shared by the MCP server and any Python agent.
+
+Every HTTP call in the project's client-side code goes through `TitenClient._request`, so
+authentication, timeouts and the mapping of failures to exceptions exist once. A failure is
+always a `TitenError` carrying the service's own `code` and `message`; the subclasses let a
+caller catch the cases it can act on (a held lease, a missing id, a refused key, no server).
+The exceptions live in `api.client_errors` and the returned records in `api.client_types`;
+everything a caller needs is importable from here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import quote
+
+import httpx2
+
+from api.client_errors import (
+    LeaseConflict,
+    LeaseLost,
+    NotFound,
+    TitenError,
+    Unauthorized,
+    Unreachable,
+    ValidationError,
+    bad_response,
+    raise_for,
+    transport_errors,
+)
+from api.client_types import Handoff, HandoffCreated, InboxPage, Lease, handoff_from, instant
+
+__all__ = [
+    "Handoff",
+    "HandoffCreated",
+    "HeldLease",
+    "InboxPage",
+    "Lease",
+    "LeaseConflict",
+    "LeaseLost",
+    "NotFound",
+    "TitenClient",
+    "TitenError",
+    "Unauthorized",
+    "Unreachable",
+    "ValidationError",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8787"
+DEFAULT_TIMEOUT = 10.0
+
+
+class HeldLease:
+    """The lease a `with client.lease(...)` block holds; `reacquire` extends it under a new id.
+
+    There is no renew route: acquiring again supersedes the old lease and returns a new id.
+    Going through `reacquire` keeps the id current, so the block releases the lease it holds.
+    """
+
+    def __init__(self, client: TitenClient, resource: tuple[str, str], purpose: str, lease: Lease):
+        self._client = client
+        self._resource = resource
+        self._purpose = purpose
+        self.lease = lease
+
+    @property
+    def lease_id(self) -> str:
+        return self.lease.lease_id
+
+    @property
+    def expires_at(self) -> datetime:
+        return self.lease.expires_at
+
+    def reacquire(self, ttl_seconds: int) -> Lease:
+        """Start a new term of `ttl_seconds` from now (the old lease id stops existing)."""
+        resource_type, resource_id = self._resource
+        self.lease = self._client.acquire_lease(
+            resource_type, resource_id, purpose=self._purpose, ttl_seconds=ttl_seconds
+        )
+        return self.lease
+
+
+class TitenClient:
+    """Synchronous and thread-safe; close it (or use it as a context manager) when done.
+
+    Event-log reads (`GET /v1/events` and its stream) belong here as well: a long poll is a
+    `_request` with a `timeout` above its `wait`; a stream runs inside `transport_errors` and
+    hands its error answer, once read, to `raise_for`.
+    """
+
+    def __init__(self, url: str, api_key: str, *, timeout: float = DEFAULT_TIMEOUT):
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"Titen URL must start with http:// or https://, not {url!r}.")
+        self.url = url.rstrip("/")
+        self._http = httpx2.Client(
+            base_url=self.url,
+            headers={"authorization": f"Bearer {api_key}"},
+            timeout=timeout,
+        )
+
+    @classmethod
+    def from_env(cls, url: str | None = None, **options: Any) -> TitenClient:
+        """From `TITEN_URL` (default http://127.0.0.1:8787) and `TITEN_API_KEY`."""
+        api_key = os.environ.get("TITEN_API_KEY")
+        if not api_key:
+            raise ValueError("TITEN_API_KEY is not set: create one with `titen keys create`.")
+        return cls(url or os.environ.get("TITEN_URL") or DEFAULT_URL, api_key, **options)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> TitenClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def acquire_lease(
+        self, resource_type: str, resource_id: str, *, purpose: str, ttl_seconds: int
+    ) -> Lease:
+        """Claim a resource; raises `LeaseConflict` while another principal holds it."""
+        body = {
+            "resource_type": resource_type,
+            "resource_id": resource_id,
+            "purpose": purpose,
+            "ttl_seconds": ttl_seconds,
+        }
+        data = self._request("POST", "/v1/leases", json=body)
+        return Lease(data["lease_id"], instant(data["expires_at"]))
+
+    def release_lease(self, lease_id: str) -> datetime:
+        """Release and return `released_at`; `NotFound` if it was already released or replaced."""
+        return instant(self._request("DELETE", f"/v1/leases/{_segment(lease_id)}")["released_at"])
+
+    @contextmanager
+    def lease(
+        self, resource_type: str, resource_id: str, *, purpose: str, ttl_seconds: int
+    ) -> Iterator[HeldLease]:
+        """Hold a lease for the block and release it on the way out, also on an exception.
+
+        If the block raised, a failed release never replaces its exception: it is added to it
+        as a note. If the block finished, a 404 raises `LeaseLost` (the lease expired and was
+        taken, was superseded by an acquire outside `reacquire`, or an operator released it),
+        and any other failure to release is raised as is.
+        """
+        held = HeldLease(
+            self,
+            (resource_type, resource_id),
+            purpose,
+            self.acquire_lease(
+                resource_type, resource_id, purpose=purpose, ttl_seconds=ttl_seconds
+            ),
+        )
+        try:
+            yield held
+        except BaseException as exc:
+            try:
+                self.release_lease(held.lease_id)
+            except TitenError as failure:
+                exc.add_note(f"Releasing lease {held.lease_id} failed too: {failure}")
+            raise
+        try:
+            self.release_lease(held.lease_id)
+        except NotFound as lost:
+            raise LeaseLost(
+                lost.code,
+                f"Lease {held.lease_id} on {resource_type}/{resource_id} was no longer held when "
+                "the block ended: it expired and was taken, was superseded, or was released.",
+                lost.status,
+            ) from lost
+
+    def create_handoff(
+        self,
+        to_principal: str,
+        subject_id: str,
+        *,
+        message: str | None = None,
+        context_id: str | None = None,
+        checkpoint_id: str | None = None,
+    ) -> HandoffCreated:
+        """Hand `subject_id` to another principal of the organization; it starts pending."""
+        optional = {"message": message, "context_id": context_id, "checkpoint_id": checkpoint_id}
+        body = {"to_principal": to_principal, "subject_id": subject_id}
+        body.update({name: value for name, value in optional.items() if value is not None})
+        data = self._request("POST", "/v1/handoffs", json=body)
+        return HandoffCreated(data["handoff_id"], data["status"])
+
+    def inbox(
+        self, *, limit: int | None = None, cursor: str | None = None, subject_id: str | None = None
+    ) -> InboxPage:
+        """One page of the pending handoffs addressed to the caller, oldest first."""
+        wanted = {"limit": limit, "cursor": cursor, "subject_id": subject_id}
+        params = {name: value for name, value in wanted.items() if value is not None}
+        data = self._request("GET", "/v1/handoffs", params=params)
+        return InboxPage([handoff_from(item) for item in data["handoffs"]], data["next_cursor"])
+
+    def iter_inbox(
+        self, *, subject_id: str | None = None, page_size: int = 50
+    ) -> Iterator[Handoff]:
+        """Every pending handoff addressed to the caller, following `next_cursor` page by page."""
+        cursor = None
+        while True:
+            page = self.inbox(limit=page_size, cursor=cursor, subject_id=subject_id)
+            yield from page.handoffs
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def get_handoff(self, handoff_id: str) -> Handoff:
+        """One handoff in any status; only its sender and its target can see it."""
+        return handoff_from(self._request("GET", f"/v1/handoffs/{_segment(handoff_id)}"))
+
+    def resolve_handoff(self, handoff_id: str, status: Literal["accepted", "rejected"]) -> Handoff:
+        """Accept or reject, as the target, once: a second resolve raises `NotFound`."""
+        data = self._request(
+            "POST", f"/v1/handoffs/{_segment(handoff_id)}/resolve", json={"status": status}
+        )
+        return handoff_from(data)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return the answer's `data`, or raise the matching `TitenError`."""
+        extra = {} if timeout is None else {"timeout": timeout}
+        with transport_errors(self.url):
+            response = self._http.request(method, path, json=json, params=params, **extra)
+        raise_for(response)
+        try:
+            return response.json()["data"]
+        except (ValueError, KeyError, TypeError):
+            raise bad_response(response) from None
+
+
+def _segment(identifier: str) -> str:
+    """An id as one path segment, so a stray `/` or `?` cannot reach another route."""
+    return quote(identifier, safe="")

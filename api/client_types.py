@@ -1,0 +1,67 @@
+"""The values the client returns: the service's JSON answers as typed, immutable records.
+
+Instants become timezone-aware `datetime`s; ids and statuses stay the strings the service sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Lease:
+    lease_id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class HandoffCreated:
+    handoff_id: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A handoff as the service shows it; inbox items carry no `resolved_at` (still pending)."""
+
+    handoff_id: str
+    from_principal: str
+    to_principal: str
+    subject_id: str
+    context_id: str | None
+    checkpoint_id: str | None
+    message: str | None
+    status: str
+    created_at: datetime
+    resolved_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class InboxPage:
+    handoffs: list[Handoff]
+    next_cursor: str | None
+    """Pass it back as `cursor` for the next page; None at the end of the inbox."""
+
+
+def instant(text: str) -> datetime:
+    """The service's instants are UTC ISO 8601 with a `Z`, which Python 3.11 reads directly."""
+    return datetime.fromisoformat(text)
+
+
+def handoff_from(data: dict[str, Any]) -> Handoff:
+    """A handoff from its JSON, inbox item (no `resolved_at`) or full record alike."""
+    resolved_at = data.get("resolved_at")
+    return Handoff(
+        handoff_id=data["handoff_id"],
+        from_principal=data["from_principal"],
+        to_principal=data["to_principal"],
+        subject_id=data["subject_id"],
+        context_id=data["context_id"],
+        checkpoint_id=data["checkpoint_id"],
+        message=data["message"],
+        status=data["status"],
+        created_at=instant(data["created_at"]),
+        resolved_at=None if resolved_at is None else instant(resolved_at),
+    )

@@ -1,0 +1,172 @@
+"""`titen mcp`: the agent's two tools, titen_lease_acquire and titen_handoff, over MCP stdio.
+
+The server acts under the agent's own key by calling the REST API through `api.client`; it never
+opens the database, so an agent needs a URL and a key, nothing else. Release, resolve and the
+inbox stay REST-only (spec, "From MCP"): over MCP an agent can take work and pass it along.
+
+Every input bound is the REST route's own JSON Schema, published as is. The service stays the
+one place that enforces it: an argument out of bounds reaches it and comes back as a tool error
+in its words ("ttl_seconds must be from 10 to 86400."), like a conflict, a refused key or an
+unreachable server. The process keeps serving after any of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.metadata import version
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field, WithJsonSchema
+
+from api.client import TitenClient, TitenError
+from api.handoffs import CREATE
+from api.leases import ACQUIRE
+from domain.clock import iso
+
+LEASE_FIELDS: dict[str, Any] = ACQUIRE.schema["properties"]
+HANDOFF_FIELDS: dict[str, Any] = CREATE.schema["properties"]
+
+INSTRUCTIONS = (
+    "Titen records who is doing what, so that agents sharing work do not do the same "
+    "destructive thing twice. Before work that must not run twice, take a lease with "
+    "titen_lease_acquire; to pass unfinished work to another principal, use titen_handoff."
+)
+LEASE_DESCRIPTION = """\
+Claim a resource (a deploy target, a migration, a ticket...) for a bounded time before starting \
+work that must not be done twice at once.
+
+A lease is advisory: it blocks nothing by itself. It is a fact every agent checks by acquiring \
+the same resource_type and resource_id before it starts, so spell them the way the other agents \
+do.
+
+If another principal holds an unexpired lease, this fails with "Resource is leased by another \
+principal until <time>.": someone else is doing this work. Do not start it; come back after that \
+time or take other work. The error tells nothing else about the holder, by design.
+
+Acquiring again as the current holder (or after the lease expired) supersedes it: you get a new \
+lease_id and the old one stops existing, so always keep the newest. There is no renew; acquire \
+again before expires_at to extend. This tool cannot release: the lease lapses at expires_at \
+unless your runtime releases it over REST, so ask for the shortest TTL that covers the work.\
+"""
+HANDOFF_DESCRIPTION = """\
+Pass unfinished work to another principal (an agent or a person) of your organization, on \
+purpose: who should continue (to_principal), about what (subject_id), and optionally a message \
+with what is done and what is left.
+
+The handoff starts pending in the recipient's inbox, and only the recipient can accept or reject \
+it. It transfers nothing else: a lease you hold stays yours until it is released or expires, \
+and the recipient acquires its own. to_principal must be an existing principal of your \
+organization, other than you.\
+"""
+
+
+# Each parameter publishes the REST field's own schema (bounds, pattern) under its meaning.
+ResourceType = Annotated[
+    str,
+    WithJsonSchema(LEASE_FIELDS["resource_type"]),
+    Field(description="The kind of resource, such as deploy, migration or ticket."),
+]
+ResourceId = Annotated[
+    str,
+    WithJsonSchema(LEASE_FIELDS["resource_id"]),
+    Field(description="Which one of that kind, such as checkout-service."),
+]
+Purpose = Annotated[
+    str,
+    WithJsonSchema(LEASE_FIELDS["purpose"]),
+    Field(description="What you are about to do, in a sentence; recorded with the lease."),
+]
+TtlSeconds = Annotated[
+    int,
+    WithJsonSchema(LEASE_FIELDS["ttl_seconds"]),
+    Field(description="Seconds until the lease lapses; a crashed holder blocks it that long."),
+]
+ToPrincipal = Annotated[
+    str,
+    WithJsonSchema(HANDOFF_FIELDS["to_principal"]),
+    Field(description="The principal of your organization who should continue the work."),
+]
+SubjectId = Annotated[
+    str,
+    WithJsonSchema(HANDOFF_FIELDS["subject_id"]),
+    Field(description="The id of what the work is about."),
+]
+Message = Annotated[
+    str | None,
+    WithJsonSchema(HANDOFF_FIELDS["message"]),
+    Field(description="Optional: what is done, what is left, and anything the recipient needs."),
+]
+
+
+class LeaseAcquired(BaseModel):
+    lease_id: str = Field(description="This lease's id; a later acquire replaces it.")
+    expires_at: str = Field(
+        description="When the lease lapses (UTC, ISO 8601); after it anyone may take it.",
+        json_schema_extra={"format": "date-time"},
+    )
+
+
+class HandoffSent(BaseModel):
+    handoff_id: str = Field(description="The handoff's id, for the recipient to resolve.")
+    status: str = Field(description="Always pending at first; the recipient resolves it.")
+
+
+@contextmanager
+def _as_tool_error() -> Iterator[None]:
+    """A refusal or an unreachable service becomes a tool error carrying the service's words."""
+    try:
+        yield
+    except TitenError as exc:
+        raise ToolError(exc.message) from exc
+
+
+def build(client: TitenClient) -> MCPServer:
+    """The MCP server with exactly the two agent tools, each a call through `client`."""
+    server = MCPServer(name="titen", version=version("titen"), instructions=INSTRUCTIONS)
+    annotations = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+
+    @server.tool(
+        name="titen_lease_acquire",
+        title="Acquire a lease",
+        description=LEASE_DESCRIPTION,
+        annotations=annotations,
+    )
+    def titen_lease_acquire(
+        resource_type: ResourceType,
+        resource_id: ResourceId,
+        purpose: Purpose,
+        ttl_seconds: TtlSeconds,
+    ) -> LeaseAcquired:
+        with _as_tool_error():
+            lease = client.acquire_lease(
+                resource_type, resource_id, purpose=purpose, ttl_seconds=ttl_seconds
+            )
+        return LeaseAcquired(lease_id=lease.lease_id, expires_at=iso(lease.expires_at))
+
+    @server.tool(
+        name="titen_handoff",
+        title="Hand work to another principal",
+        description=HANDOFF_DESCRIPTION,
+        annotations=annotations,
+    )
+    def titen_handoff(
+        to_principal: ToPrincipal, subject_id: SubjectId, message: Message = None
+    ) -> HandoffSent:
+        with _as_tool_error():
+            sent = client.create_handoff(to_principal, subject_id, message=message)
+        return HandoffSent(handoff_id=sent.handoff_id, status=sent.status)
+
+    return server
+
+
+def serve(client: TitenClient) -> None:
+    """Serve over stdin/stdout until the MCP client closes the connection."""
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per call is noise here
+    build(client).run("stdio")
