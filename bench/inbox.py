@@ -39,7 +39,7 @@ QUIET = "quiet"
 CALLER = "agent_reviewer"
 SENDERS = [f"agent_sender_{n}" for n in range(10)]
 PENDING = 10
-CHUNK = 10_000
+CHUNK = 1_000  # larger single inserts can stall psycopg pipeline mode on PostgreSQL
 ROUNDS = 10
 
 
@@ -77,10 +77,12 @@ def run(services: Services, resolved: int, reads: int) -> int:
         f"loaded {resolved:,} resolved handoffs in {BUSY} ({2 * resolved:,} events) in"
         f" {loaded - started:.0f} s; projected in {projected - loaded:.0f} s"
     )
-    report(f"{resolved:,} resolved", measure(services, client, callers, reads))
-    if services.database.kind == "postgres":
-        vacuum(services)
-        report("after VACUUM", measure(services, client, callers, reads))
+    if services.database.kind == "sqlite":
+        report(f"{resolved:,} resolved", measure(services, client, callers, reads))
+        return 0
+    report(f"{resolved:,} resolved, no VACUUM", measure(services, client, callers, reads))
+    vacuum(services)
+    report(f"{resolved:,} resolved, VACUUMed", measure(services, client, callers, reads))
     return 0
 
 
@@ -127,7 +129,8 @@ def load_resolved(services: Services, count: int) -> None:
 
 
 def vacuum(services: Services) -> None:
-    """PostgreSQL keeps deleted inbox rows' index entries until VACUUM (autovacuum, normally)."""
+    """PostgreSQL keeps deleted inbox rows' index entries until VACUUM; autovacuum does it when
+    enabled (projections/inbox.py asks for it after 1,000 deletions), here it is done at once."""
     import psycopg
 
     table = services.store.sql("{handoff_inbox}")
@@ -179,7 +182,7 @@ def report(label: str, results: dict[tuple[str, str], list[float]]) -> None:
         spent.sort()
         p50 = statistics.median(spent)
         p99 = spent[int(len(spent) * 0.99) - 1]
-        print(f"  {label:<20} {org:<6} {name:<17} p50 {p50:7.0f} µs   p99 {p99:7.0f} µs")
+        print(f"  {label:<32} {org:<6} {name:<17} p50 {p50:7.0f} µs   p99 {p99:7.0f} µs")
 
 
 if __name__ == "__main__":

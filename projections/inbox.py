@@ -5,7 +5,9 @@ holds pending handoffs only. Rows are ordered by the log position of their Creat
 positions only grow as handoffs arrive, so a page that resumes after a position neither skips
 nor repeats a row while others are added, and a rebuild from the log gives the same positions.
 Reads use the (organization, to_principal, position) index: their cost follows the caller's
-pending handoffs, not how many handoffs the organization has ever had.
+pending handoffs, not how many handoffs the organization has ever had. On PostgreSQL a deleted
+row's index entry stays until VACUUM, and a read walks past it, so the table is vacuumed after a
+fixed number of deletions rather than a fraction of its size (when autovacuum is on).
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Any
 from domain.clock import iso
 from domain.handoff import PENDING, Handoff, public_id
 from projections.projection import Projection
-from projections.store import ViewStore, Writer
+from projections.store import PostgresViewStore, ViewStore, Writer
 
 RESOLUTIONS = (Handoff.Accepted, Handoff.Rejected)
+VACUUM_AFTER_DELETIONS = 1000
 COLUMNS = (
     "handoff_id, from_principal, to_principal, subject_id, context_id, checkpoint_id,"
     " message, created_at, position"
@@ -47,7 +50,7 @@ class Inbox(Projection):
         self.store = store
 
     def schema(self) -> list[str]:
-        return [
+        statements = [
             "CREATE TABLE IF NOT EXISTS {handoff_inbox} ("
             " handoff_id TEXT PRIMARY KEY, organization TEXT NOT NULL,"
             " from_principal TEXT NOT NULL, to_principal TEXT NOT NULL,"
@@ -58,6 +61,12 @@ class Inbox(Projection):
             "CREATE INDEX IF NOT EXISTS handoff_inbox_subject ON {handoff_inbox}"
             " (organization, to_principal, subject_id, position)",
         ]
+        if isinstance(self.store, PostgresViewStore):
+            statements.append(
+                "ALTER TABLE {handoff_inbox} SET (autovacuum_vacuum_scale_factor = 0,"
+                f" autovacuum_vacuum_threshold = {VACUUM_AFTER_DELETIONS})"
+            )
+        return statements
 
     def apply(self, writer: Writer, event: Any, position: int) -> None:
         if isinstance(event, Handoff.Created):

@@ -33,3 +33,16 @@ def test_a_page_is_a_range_scan_of_the_recipient_index(services, by_subject):
     assert INDEXES[by_subject] in shown, shown
     assert "Sort" not in shown and "TEMP B-TREE" not in shown, shown
     assert "Seq Scan" not in shown and "SCAN handoff_inbox" not in shown, shown
+
+
+def test_postgres_vacuums_the_inbox_after_a_fixed_number_of_deletions(services):
+    """A deleted row's index entry is walked by reads until VACUUM: bound it by count, not by a
+    fraction of the table, so a large inbox table does not let dead entries pile up."""
+    if services.database.kind != "postgres":
+        pytest.skip("SQLite removes deleted rows from the index at once")
+    table = services.store.sql("{handoff_inbox}")
+    rows = services.store.query("SELECT reloptions FROM pg_class WHERE oid = %s::regclass", [table])
+    assert sorted(rows[0]["reloptions"]) == [
+        "autovacuum_vacuum_scale_factor=0",
+        "autovacuum_vacuum_threshold=1000",
+    ]
