@@ -9,6 +9,7 @@ from typing import Any
 import falcon
 
 from api import errors
+from api.audit import AuditHandoff, AuditLease, AuditResource
 from api.auth import Authentication
 from api.handoffs import HandoffItem, HandoffResolution, Handoffs
 from api.health import Health
@@ -40,4 +41,7 @@ def create_app(services: Services) -> falcon.App:
     app.add_route("/v1/handoffs", Handoffs(services))
     app.add_route("/v1/handoffs/{handoff_id}", HandoffItem(services))
     app.add_route("/v1/handoffs/{handoff_id}/resolve", HandoffResolution(services))
+    app.add_route("/v1/audit/leases", AuditResource(services))
+    app.add_route("/v1/audit/leases/{lease_id}", AuditLease(services))
+    app.add_route("/v1/audit/handoffs/{handoff_id}", AuditHandoff(services))
     return app

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 
+from api.audit_cli import add_commands as add_audit_commands
 from api.keys import ROLES, KeyRefused
 from api.services import Services, bootstrap
 from domain.ids import AGENT, new_id
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     which = revoke.add_mutually_exclusive_group(required=True)
     which.add_argument("--principal")
     which.add_argument("--key-prefix", help="the prefix `keys list` shows")
+    add_audit_commands(commands, _command)
     return parser
 
 

@@ -9,6 +9,7 @@ from domain.application import Titen
 from domain.clock import Clock, SystemClock
 from domain.storage import Database, parse
 from projections.inbox import Inbox
+from projections.lease_directory import LeaseDirectory
 from projections.lease_index import LeaseIndex
 from projections.projector import Projector
 from projections.store import ViewStore, open_store
@@ -23,6 +24,7 @@ class Services:
     projector: Projector
     lease_index: LeaseIndex
     inbox: Inbox
+    lease_directory: LeaseDirectory
     keys: Keys
 
     def close(self) -> None:
@@ -38,7 +40,8 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
     store = open_store(app)
     lease_index = LeaseIndex(store)
     inbox = Inbox(store)
-    projector = Projector(app, store, [lease_index, inbox])
+    lease_directory = LeaseDirectory(store)
+    projector = Projector(app, store, [lease_index, inbox, lease_directory])
     return Services(
         database=database,
         clock=clock,
@@ -47,5 +50,6 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         projector=projector,
         lease_index=lease_index,
         inbox=inbox,
+        lease_directory=lease_directory,
         keys=Keys(store, clock),
     )

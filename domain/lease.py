@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
@@ -68,6 +69,7 @@ class Lease(Aggregate):
             purpose=purpose,
             acquired_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds),
+            ttl_seconds=ttl_seconds,
         )
         assert self.term is not None
         return self.term
@@ -86,7 +88,32 @@ class Lease(Aggregate):
             by_operator=current.holder != by,
         )
 
-    @event("Acquired")
+    class Acquired(Aggregate.Event):
+        """A term began. Version 2 added `ttl_seconds`, the lifetime the holder asked for.
+
+        Version 1 recorded only the resulting `expires_at`; an audit shows what was asked, so
+        version 2 records it, and a stored version 1 event is read with the same value derived
+        from its two instants (see docs/events.md).
+        """
+
+        class_version = 2
+
+        lease_id: str
+        organization: str
+        resource_type: str
+        resource_id: str
+        holder: str
+        purpose: str
+        acquired_at: datetime
+        expires_at: datetime
+        ttl_seconds: int
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            lifetime = state["expires_at"] - state["acquired_at"]
+            state["ttl_seconds"] = int(lifetime.total_seconds())
+
+    @event(Acquired)
     def _acquire(
         self,
         lease_id: str,
@@ -97,6 +124,7 @@ class Lease(Aggregate):
         purpose: str,
         acquired_at: datetime,
         expires_at: datetime,
+        ttl_seconds: int,
     ) -> None:
         self.term = Term(lease_id, holder, purpose, acquired_at, expires_at)
 

@@ -3,8 +3,11 @@
 Works the same on SQLite and PostgreSQL (SQLite's recorder cannot push notifications): a
 command catches the projections up to its own position before it answers, so the caller
 reads its own writes from any process; servers also poll so others' writes show up.
-Several processes may catch up at once: a tracking record that does not advance makes the
-slower transaction roll back, and it starts again from the positions now recorded.
+Several processes may catch up at once: each transaction first claims the tracking record of
+every projection it changes and checks that it still holds the position it started from; the
+later one waits for the earlier, finds the position moved, rolls back and starts again from the
+positions now recorded. A rebuild claims the same record to swap its tables in
+(projections/rebuild.py), so catch-ups and rebuilds never interleave.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, Notification, Tracking
 
 from projections.projection import Projection
+from projections.rebuild import Difference
+from projections.rebuild import rebuild as rebuild_from_log
+from projections.rebuild import verify as verify_against_log
 from projections.store import ViewStore
 
 BATCH = 500
@@ -58,17 +64,15 @@ class Projector:
                 except IntegrityError:
                     self._reload_positions()  # another process applied them first
 
-    def rebuild(self, name: str) -> None:
-        """Drop one projection's tables and apply the whole log to them again."""
-        projection = self.projections[name]
-        with self._lock, self.store.writing() as writer:
-            for table in projection.tables:
-                writer.execute(f"DROP TABLE IF EXISTS {{{table}}}")
-            for statement in projection.schema():
-                writer.execute(statement)
-            writer.forget(name)
-            self._positions[name] = 0
-        self.catch_up()
+    def rebuild(self, name: str) -> int:
+        """Rebuild one projection from the log into scratch tables, swap them in; its position."""
+        position = rebuild_from_log(self.app, self.store, self.projections[name])
+        self._reload_positions()
+        return position
+
+    def verify(self, name: str) -> Difference | None:
+        """Where one projection differs from a fresh rebuild at its own position, or None."""
+        return verify_against_log(self.app, self.store, self.projections[name])
 
     def _apply(self, batch: Sequence[Notification]) -> None:
         last = batch[-1].id
@@ -78,6 +82,8 @@ class Projector:
                 start = self._positions[name]
                 if start >= last:
                     continue
+                if writer.claim(name) != start:
+                    raise IntegrityError(f"{name} moved on from {start}")  # applied elsewhere
                 for position, event in events:
                     if position > start:
                         projection.apply(writer, event, position)

@@ -8,7 +8,7 @@ SQL is written once for both: `{table}` names are qualified here and `%s` placeh
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -22,25 +22,66 @@ Row = dict[str, Any]
 
 
 class Writer:
-    """One open write transaction on the store."""
+    """One open write transaction on the store.
 
-    def __init__(self, store: ViewStore, cursor: Any):
+    `tables` renames tables in every statement (`{live}` becomes `{scratch}`), so a projection
+    written for its live tables can be applied, unchanged, to scratch copies of them.
+    """
+
+    def __init__(self, store: ViewStore, cursor: Any, tables: Mapping[str, str] | None = None):
         self._store = store
         self._cursor = cursor
+        self._tables = dict(tables or {})
 
     def execute(self, template: str, params: Sequence[Any] = ()) -> None:
+        for live, other in self._tables.items():
+            template = template.replace("{" + live + "}", "{" + other + "}")
         self._cursor.execute(self._store.sql(template), params)
 
     def fetchall(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         self.execute(template, params)
         return [dict(row) for row in self._cursor.fetchall()]
 
+    def redirected(self, tables: Mapping[str, str]) -> Writer:
+        """The same transaction, with the named tables replaced by others."""
+        return Writer(self._store, self._cursor, tables)
+
+    def claim(self, name: str) -> int:
+        """Lock a projection's tracking record until this transaction ends; return its position.
+
+        Whoever changes a projection claims it first, so two writers of one projection queue
+        here instead of both applying the same events, and each learns the position it must
+        continue from. It is a write, so on SQLite it also takes the database's write lock before
+        anything is read (a read first could not be upgraded once another writer committed).
+        """
+        claim = (
+            f"UPDATE {self._store.tracking_table} SET notification_id = notification_id"
+            " WHERE application_name = %s RETURNING notification_id"
+        )
+        rows = self.fetchall(claim, [name])
+        if not rows:
+            self.execute(
+                f"INSERT INTO {self._store.tracking_table} (application_name, notification_id)"
+                " VALUES (%s, 0) ON CONFLICT (application_name) DO NOTHING",
+                [name],
+            )
+            rows = self.fetchall(claim, [name])
+        return int(rows[0]["notification_id"])
+
+    def set_position(self, name: str, position: int) -> None:
+        """Record a claimed projection's position, which may also move back (a scratch reset)."""
+        self.execute(
+            f"UPDATE {self._store.tracking_table} SET notification_id = %s"
+            " WHERE application_name = %s",
+            [position, name],
+        )
+
     def track(self, tracking: Tracking) -> None:
         """Record a projection's new position; raises IntegrityError if it does not advance."""
         self._store._insert_tracking(self._cursor, tracking)
 
     def forget(self, name: str) -> None:
-        """Reset a projection's position to the start of the log."""
+        """Remove a projection's tracking record (it starts again from the beginning)."""
         self.execute(
             f"DELETE FROM {self._store.tracking_table} WHERE application_name = %s", [name]
         )

@@ -1,0 +1,98 @@
+"""The audit routes: histories replayed from the event log, for operators of the organization.
+
+GET /v1/audit/leases?resource_type=…&resource_id=…   every term on a resource, oldest first
+GET /v1/audit/leases/{lease_id}                       one lease's term and its events
+GET /v1/audit/handoffs/{handoff_id}                   one handoff's state and its events
+
+Each takes `as_of` (an ISO 8601 instant with a UTC offset) to answer as of that moment. An
+agent gets 403 whatever it asks, so probing these routes tells it nothing; an operator asking
+about another organization's lease or handoff gets 404, exactly as for an unknown id.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import falcon
+from jsonschema.exceptions import best_match
+
+from api.auditor import Auditor
+from api.auth import principal_of
+from api.body import describe, obj, text
+from api.errors import error
+from api.keys import Principal
+from api.services import Services
+from domain.clock import parse_iso
+
+AS_OF = {"type": "string"}
+RESOURCE_QUERY = obj(
+    {"resource_type": text(200), "resource_id": text(200), "as_of": AS_OF},
+    required=["resource_type", "resource_id"],
+)
+ITEM_QUERY = obj({"as_of": AS_OF}, required=[])
+
+
+class AuditResource:
+    def __init__(self, services: Services):
+        self.auditor = Auditor(services)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        caller = _operator(req)
+        query = _query(req, RESOURCE_QUERY)
+        resp.media = {
+            "data": self.auditor.resource(
+                caller.organization, query["resource_type"], query["resource_id"], _as_of(query)
+            )
+        }
+
+
+class AuditLease:
+    def __init__(self, services: Services):
+        self.auditor = Auditor(services)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
+        caller = _operator(req)
+        as_of = _as_of(_query(req, ITEM_QUERY))
+        resp.media = {"data": self.auditor.lease(caller.organization, lease_id, as_of)}
+
+
+class AuditHandoff:
+    def __init__(self, services: Services):
+        self.auditor = Auditor(services)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
+        caller = _operator(req)
+        as_of = _as_of(_query(req, ITEM_QUERY))
+        resp.media = {"data": self.auditor.handoff(caller.organization, handoff_id, as_of)}
+
+
+def _operator(req: falcon.Request) -> Principal:
+    caller = principal_of(req)
+    if not caller.is_operator:
+        raise error(403)
+    return caller
+
+
+def _query(req: falcon.Request, validator: Any) -> dict[str, str]:
+    """The query string checked like a body: known names, each once, within the schema."""
+    params = dict(req.params)
+    for name, value in params.items():
+        if isinstance(value, list):
+            raise error(400, f"{name} must be given once.")
+    problem = best_match(validator.iter_errors(params))
+    if problem is not None:
+        raise error(400, describe(problem))
+    return params
+
+
+def _as_of(query: dict[str, str]) -> datetime | None:
+    text = query.get("as_of")
+    if text is None:
+        return None
+    try:
+        return parse_iso(text)
+    except ValueError:
+        raise error(
+            400, "as_of must be an instant with a UTC offset, like 2026-07-30T10:52:00.000Z."
+        ) from None

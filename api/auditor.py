@@ -1,0 +1,169 @@
+"""The audit queries, shared by the HTTP routes and the command line.
+
+Each reads one aggregate's events from the event store, replays them with `domain/audit.py`,
+and answers in the wire format (instants as `iso`). Only finding which aggregate holds a lease
+uses a projection (the lease directory: a lease_id is random and names no resource); what is
+reported is always read from the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from api.services import Services
+from domain.audit import (
+    HandoffRecord,
+    LeaseTerm,
+    Step,
+    event_type,
+    handoff_history,
+    resource_history,
+)
+from domain.clock import iso, truncate
+from domain.errors import NotFound
+from domain.handoff import public_id
+from domain.ids import HANDOFF, to_uuid
+from domain.lease import Lease
+from projections.lease_directory import LeaseEntry
+
+BATCH = 500
+ENVELOPE = ("originator_id", "originator_version", "timestamp")
+
+
+class Auditor:
+    def __init__(self, services: Services):
+        self.app = services.app
+        self.directory = services.lease_directory
+        self.projector = services.projector
+
+    def resource(
+        self, organization: str, resource_type: str, resource_id: str, as_of: datetime | None
+    ) -> dict[str, Any]:
+        """Every term on a resource, oldest first (none if it was never leased by then)."""
+        key = Lease.create_id(organization, resource_type, resource_id)
+        history = resource_history(self.app.events.get(key), as_of)
+        return {
+            "resource_type": resource_type,
+            "resource_id": resource_id,
+            "as_of": _instant(as_of),
+            "terms": [_term(term) for term in (history.terms if history else [])],
+        }
+
+    def lease(self, organization: str, lease_id: str, as_of: datetime | None) -> dict[str, Any]:
+        """One lease's term and its events; NotFound in another organization or before it."""
+        missing = NotFound(f"No lease {lease_id}.")
+        entry = self._find(lease_id)
+        if entry is None or entry.organization != organization:
+            raise missing
+        history = resource_history(self.app.events.get(entry.lease_key), as_of)
+        term = history.term(lease_id) if history else None
+        if history is None or term is None:
+            raise missing
+        return {
+            "resource_type": history.resource_type,
+            "resource_id": history.resource_id,
+            "as_of": _instant(as_of),
+            **_term(term),
+            "events": [_step(step) for step in term.steps],
+        }
+
+    def handoff(self, organization: str, handoff_id: str, as_of: datetime | None) -> dict[str, Any]:
+        """One handoff's state and events; NotFound in another organization or before it."""
+        missing = NotFound(f"No handoff {handoff_id}.")
+        key = to_uuid(HANDOFF, handoff_id)
+        if key is None or public_id(key) != handoff_id:
+            raise missing
+        record = handoff_history(list(self.app.events.get(key)), as_of)
+        if record is None or record.organization != organization:
+            raise missing
+        return {"as_of": _instant(as_of), **_handoff(record)}
+
+    def events(self, organization: str, since: datetime | None) -> Iterator[dict[str, Any]]:
+        """Every domain event of the organization in log order, recorded at or after `since`.
+
+        Not every event names its organization (a lease's ending names only the lease), but
+        every aggregate's first event does, so the whole log is read in order and each
+        aggregate's organization remembered.
+        """
+        owners: dict[UUID, str] = {}
+        position = 0
+        while batch := self.app.recorder.select_notifications(
+            start=position, limit=BATCH, inclusive_of_start=False
+        ):
+            for notification in batch:
+                event = self.app.mapper.to_domain_event(notification)
+                owner = owners.setdefault(
+                    event.originator_id, getattr(event, "organization", None) or ""
+                )
+                recorded = truncate(event.timestamp)
+                if owner == organization and (since is None or recorded >= since):
+                    yield {
+                        "position": notification.id,
+                        "time": iso(recorded),
+                        "aggregate": event.originator_id.hex,
+                        "version": event.originator_version,
+                        "type": event_type(event),
+                        "payload": {
+                            name: _json(value)
+                            for name, value in vars(event).items()
+                            if name not in ENVELOPE
+                        },
+                    }
+            position = batch[-1].id
+
+    def _find(self, lease_id: str) -> LeaseEntry | None:
+        entry = self.directory.find(lease_id)
+        if entry is None:
+            self.projector.catch_up()  # it may have begun in another process a moment ago
+            entry = self.directory.find(lease_id)
+        return entry
+
+
+def _term(term: LeaseTerm) -> dict[str, Any]:
+    return {
+        "lease_id": term.lease_id,
+        "holder": term.holder,
+        "purpose": term.purpose,
+        "acquired_at": iso(term.acquired_at),
+        "expires_at": iso(term.expires_at),
+        "ttl_seconds": term.ttl_seconds,
+        "released_at": _instant(term.released_at),
+        "released_by": term.released_by,
+        "ended": term.ended,
+    }
+
+
+def _handoff(record: HandoffRecord) -> dict[str, Any]:
+    return {
+        "handoff_id": record.handoff_id,
+        "from_principal": record.from_principal,
+        "to_principal": record.to_principal,
+        "subject_id": record.subject_id,
+        "context_id": record.context_id,
+        "checkpoint_id": record.checkpoint_id,
+        "message": record.message,
+        "status": record.status,
+        "created_at": iso(record.created_at),
+        "resolved_at": _instant(record.resolved_at),
+        "events": [_step(step) for step in record.steps],
+    }
+
+
+def _step(step: Step) -> dict[str, Any]:
+    return {"type": step.type, "at": iso(step.at), "by": step.by}
+
+
+def _instant(instant: datetime | None) -> str | None:
+    return None if instant is None else iso(instant)
+
+
+def _json(value: Any) -> Any:
+    """An event attribute as JSON: instants as `iso`, ids as hex, the rest as recorded."""
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, UUID):
+        return value.hex
+    return value

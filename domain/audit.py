@@ -1,0 +1,202 @@
+"""Audit replay: what the event log says happened to a resource's leases, or to a handoff.
+
+Pure functions over one aggregate's domain events in the order they were recorded: no storage,
+no clock. The answers come from the log itself, never from a projection, so an operator can rely
+on them even if a read model were wrong.
+
+`as_of` replays the events recorded up to that instant, in the service's own time (the instants
+the API reported: acquired_at, released_at, created_at, …). It takes the longest prefix of the
+history whose events are all at or before it, so the answer is always a state that existed, even
+if a clock stepped back between two commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import takewhile
+from typing import Any
+
+from domain.handoff import PENDING, Handoff, public_id
+from domain.lease import Lease
+
+RELEASED = "released"
+RELEASED_BY_OPERATOR = "released_by_operator"
+SUPERSEDED = "superseded"
+REPLACED_AFTER_EXPIRY = "replaced_after_expiry"
+
+EVENT_TYPES: dict[type, str] = {
+    Lease.Registered: "lease.registered",
+    Lease.Acquired: "lease.acquired",
+    Lease.Released: "lease.released",
+    Lease.Superseded: "lease.superseded",
+    Lease.ReplacedAfterExpiry: "lease.replaced_after_expiry",
+    Handoff.Created: "handoff.created",
+    Handoff.Accepted: "handoff.accepted",
+    Handoff.Rejected: "handoff.rejected",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One event of an item's history: what happened, when, and whose command it was."""
+
+    type: str
+    at: datetime
+    by: str | None
+
+
+@dataclass
+class LeaseTerm:
+    """One lease on a resource, from its acquire to how it ended (`ended` None while it has not).
+
+    `released_at` and `released_by` are set however the term ended: `released_by` names the
+    principal whose command ended it — the releaser, the holder itself when it acquired again
+    (superseded), or whoever acquired after the expiry (replaced_after_expiry).
+    """
+
+    lease_id: str
+    holder: str
+    purpose: str
+    acquired_at: datetime
+    expires_at: datetime
+    ttl_seconds: int
+    released_at: datetime | None = None
+    released_by: str | None = None
+    ended: str | None = None
+    steps: list[Step] = field(default_factory=list)
+
+    def end(self, kind: str, at: datetime, by: str | None, event_type: str) -> None:
+        self.ended, self.released_at, self.released_by = kind, at, by
+        self.steps.append(Step(event_type, at, by))
+
+
+@dataclass(frozen=True)
+class ResourceHistory:
+    organization: str
+    resource_type: str
+    resource_id: str
+    terms: list[LeaseTerm]
+
+    def term(self, lease_id: str) -> LeaseTerm | None:
+        return next((t for t in self.terms if t.lease_id == lease_id), None)
+
+
+@dataclass(frozen=True)
+class HandoffRecord:
+    handoff_id: str
+    organization: str
+    from_principal: str
+    to_principal: str
+    subject_id: str
+    context_id: str | None
+    checkpoint_id: str | None
+    message: str | None
+    status: str
+    created_at: datetime
+    resolved_at: datetime | None
+    steps: list[Step]
+
+
+def event_type(event: Any) -> str:
+    """The public name of an event ("lease.acquired"); an unknown class goes by its own name."""
+    return EVENT_TYPES.get(type(event), type(event).__qualname__)
+
+
+def instant(event: Any) -> datetime | None:
+    """The service-time instant an event records, or None for one that records none."""
+    if isinstance(event, Lease.Acquired):
+        return event.acquired_at
+    if isinstance(event, Lease.Released):
+        return event.released_at
+    if isinstance(event, Lease.Superseded | Lease.ReplacedAfterExpiry):
+        return event.ended_at
+    if isinstance(event, Handoff.Created):
+        return event.created_at
+    if isinstance(event, Handoff.Accepted | Handoff.Rejected):
+        return event.resolved_at
+    return None
+
+
+def until(events: Iterable[Any], as_of: datetime | None) -> list[Any]:
+    """The history as it stood at `as_of` (all of it when None)."""
+    if as_of is None:
+        return list(events)
+    return list(takewhile(lambda e: (instant(e) or as_of) <= as_of, events))
+
+
+def resource_history(
+    events: Iterable[Any], as_of: datetime | None = None
+) -> ResourceHistory | None:
+    """Every term on one resource, oldest first; None if the events are not a Lease's."""
+    replayed = until(events, as_of)
+    if not replayed or not isinstance(replayed[0], Lease.Registered):
+        return None
+    registered = replayed[0]
+    terms: list[LeaseTerm] = []
+    current: LeaseTerm | None = None
+    for index, event in enumerate(replayed):
+        if isinstance(event, Lease.Acquired):
+            current = _begin(event)
+            terms.append(current)
+        elif current is None:
+            continue
+        elif isinstance(event, Lease.Released):
+            kind = RELEASED_BY_OPERATOR if event.by_operator else RELEASED
+            current.end(kind, event.released_at, event.released_by, event_type(event))
+            current = None
+        elif isinstance(event, Lease.Superseded):
+            current.end(SUPERSEDED, event.ended_at, current.holder, event_type(event))
+            current = None
+        elif isinstance(event, Lease.ReplacedAfterExpiry):
+            # The acquire that replaced it is the next event, recorded by the same command.
+            successor = next(iter(replayed[index + 1 :]), None)
+            by = successor.holder if isinstance(successor, Lease.Acquired) else None
+            current.end(REPLACED_AFTER_EXPIRY, event.ended_at, by, event_type(event))
+            current = None
+    return ResourceHistory(
+        registered.organization, registered.resource_type, registered.resource_id, terms
+    )
+
+
+def handoff_history(events: Sequence[Any], as_of: datetime | None = None) -> HandoffRecord | None:
+    """A handoff as it stood at `as_of`; None if the events are not a Handoff's or came later."""
+    replayed = until(events, as_of)
+    if not replayed or not isinstance(replayed[0], Handoff.Created):
+        return None
+    created = replayed[0]
+    steps = [Step(event_type(created), created.created_at, created.from_principal)]
+    status, resolved_at = PENDING, None
+    for event in replayed[1:]:
+        if isinstance(event, Handoff.Accepted | Handoff.Rejected):
+            status = event_type(event).removeprefix("handoff.")
+            resolved_at = event.resolved_at
+            steps.append(Step(event_type(event), event.resolved_at, event.to_principal))
+    return HandoffRecord(
+        handoff_id=public_id(created.originator_id),
+        organization=created.organization,
+        from_principal=created.from_principal,
+        to_principal=created.to_principal,
+        subject_id=created.subject_id,
+        context_id=created.context_id,
+        checkpoint_id=created.checkpoint_id,
+        message=created.message,
+        status=status,
+        created_at=created.created_at,
+        resolved_at=resolved_at,
+        steps=steps,
+    )
+
+
+def _begin(event: Any) -> LeaseTerm:
+    term = LeaseTerm(
+        lease_id=event.lease_id,
+        holder=event.holder,
+        purpose=event.purpose,
+        acquired_at=event.acquired_at,
+        expires_at=event.expires_at,
+        ttl_seconds=event.ttl_seconds,
+    )
+    term.steps.append(Step(event_type(event), event.acquired_at, event.holder))
+    return term

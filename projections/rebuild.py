@@ -1,0 +1,233 @@
+"""Rebuilding a projection beside the live one, and checking the live one against the log.
+
+A rebuild never writes the live tables until it is complete. The projection is applied from the
+start of the log to scratch copies of its tables (`<table>__rebuild`), in short transactions so
+commands and catch-ups carry on meanwhile. Then one transaction claims the live projection's
+tracking record (a catch-up of it now waits) and, if the copy has reached the live position,
+replaces the live rows with the copy's, drops the copy and records the copy's position. The copy
+may be ahead of live: nobody can apply those events to live while its record is claimed. If live
+is ahead, the copy catches up outside the transaction and the swap tries again.
+
+The replacement is `DELETE` then `INSERT … SELECT` on the live table, so it keeps its indexes,
+and readers see the old rows until that transaction commits and the new ones after it
+(PostgreSQL's snapshots, SQLite's write-ahead log): never a half-built table. Nothing inside it
+reads the log, so it needs no second connection (asking the same SQLite pool for one while
+another thread waits for the writer would deadlock until the pool's timeout).
+
+Verification builds the copy the same way up to the live projection's own position, and compares
+the two in a transaction that holds that position still.
+
+The copy has a tracking record of its own that each of its transactions claims, so two rebuilds
+of one projection cannot interleave: the later one resets it and the earlier one stops at its
+next transaction with `RebuildInterrupted`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from eventsourcing.application import Application
+
+from projections.projection import Projection
+from projections.store import Row, ViewStore, Writer
+
+SUFFIX = "__rebuild"
+BATCH = 500
+ATTEMPTS = 20
+INDEX_NAME = re.compile(r"(CREATE\s+(?:UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+)(\w+)", re.I)
+
+
+class RebuildInterrupted(RuntimeError):
+    """Another rebuild of the same projection started; this one stopped without a change."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """The first row on which a live table and its rebuild from the log disagree."""
+
+    table: str
+    position: int
+    live: Row | None
+    rebuilt: Row | None
+
+    def __str__(self) -> str:
+        where = f"{self.table} at log position {self.position}"
+        if self.rebuilt is None:
+            return f"{where}: live has a row the log does not give: {_show(self.live)}"
+        if self.live is None:
+            return f"{where}: the log gives a row live lacks: {_show(self.rebuilt)}"
+        return f"{where}: live has {_show(self.live)} where the log gives {_show(self.rebuilt)}"
+
+
+class Scratch:
+    """A projection's tables built from the log under other names, beside the live ones."""
+
+    def __init__(
+        self, app: Application[Any], store: ViewStore, projection: Projection, batch: int = BATCH
+    ):
+        self.app = app
+        self.store = store
+        self.projection = projection
+        self.batch = batch
+        self.name = projection.name + SUFFIX
+        self.tables = {table: table + SUFFIX for table in projection.tables}
+        self.position = 0
+
+    def create(self) -> None:
+        """Start empty (dropping what an earlier, interrupted run left behind)."""
+        with self.store.writing() as writer:
+            writer.claim(self.name)
+            self._drop(writer)
+            scratch = writer.redirected(self.tables)
+            for statement in self.projection.schema():
+                # Index names are unique per schema: give the copy's indexes names of their own.
+                scratch.execute(INDEX_NAME.sub(lambda m: m[1] + m[2] + SUFFIX, statement))
+            writer.set_position(self.name, 0)
+        self.position = 0
+
+    def fill(self, until: int | None = None) -> None:
+        """Apply the log after the copy's position, up to `until` or its end, batch by batch."""
+        while until is None or self.position < until:
+            batch = self.app.recorder.select_notifications(
+                start=self.position, limit=self.batch, stop=until, inclusive_of_start=False
+            )
+            if not batch:
+                return
+            with self.store.writing() as writer:
+                self._claim(writer)
+                scratch = writer.redirected(self.tables)
+                for notification in batch:
+                    event = self.app.mapper.to_domain_event(notification)
+                    self.projection.apply(scratch, event, notification.id)
+                self.position = batch[-1].id
+                writer.set_position(self.name, self.position)
+
+    def swap(self) -> int:
+        """Replace the live rows with the copy's, brought up to the log's end; the position.
+
+        The copy may be ahead of the live projection (those events are in it, and nobody can
+        apply them to live while its record is claimed) but not behind: if live applied newer
+        events meanwhile, the copy catches up outside the transaction and the swap tries again.
+        """
+        live = self.projection.name
+        for _ in range(ATTEMPTS):
+            self.fill()
+            with self.store.writing() as writer:
+                if writer.claim(live) > self.position:
+                    continue
+                self._claim(writer)
+                for table, scratch in self.tables.items():
+                    writer.execute(f"DELETE FROM {{{table}}}")
+                    writer.execute(f"INSERT INTO {{{table}}} SELECT * FROM {{{scratch}}}")
+                self._drop(writer)
+                writer.forget(self.name)
+                writer.set_position(live, self.position)
+                return self.position
+        raise RuntimeError(f"{live} kept moving ahead of its rebuild; try again")
+
+    def compare(self) -> Difference | None:
+        """The first difference from the live tables, both at the live position; then discard."""
+        live = self.projection.name
+        for _ in range(ATTEMPTS):
+            with self.store.writing() as writer:
+                position = writer.claim(live)
+                if position == self.position:
+                    self._claim(writer)
+                    found = self._first_difference(writer)
+                    self._drop(writer)
+                    writer.forget(self.name)
+                    return found
+            if position < self.position:
+                raise RuntimeError(f"the rebuild of {live} went past its position {position}")
+            self.fill(until=position)
+        raise RuntimeError(f"{live} kept moving ahead of its rebuild; try again")
+
+    def discard(self) -> None:
+        with self.store.writing() as writer:
+            self._drop(writer)
+            writer.forget(self.name)
+
+    def _claim(self, writer: Writer) -> None:
+        """Hold the copy's record; if another rebuild reset it, this one is over."""
+        if writer.claim(self.name) != self.position:
+            raise RebuildInterrupted(f"another rebuild of {self.projection.name} started")
+
+    def _first_difference(self, writer: Writer) -> Difference | None:
+        for table, scratch in self.tables.items():
+            found = _first_difference(
+                table,
+                self.position,
+                writer.fetchall(f"SELECT * FROM {{{table}}}"),
+                writer.fetchall(f"SELECT * FROM {{{scratch}}}"),
+            )
+            if found is not None:
+                return found
+        return None
+
+    def _drop(self, writer: Writer) -> None:
+        for scratch in self.tables.values():
+            writer.execute(f"DROP TABLE IF EXISTS {{{scratch}}}")
+
+
+def rebuild(
+    app: Application[Any], store: ViewStore, projection: Projection, batch: int = BATCH
+) -> int:
+    """Rebuild one projection from the log and swap it in; returns its new position."""
+    scratch = Scratch(app, store, projection, batch)
+    scratch.create()
+    try:
+        scratch.fill()
+        return scratch.swap()
+    except RebuildInterrupted:
+        raise  # the copy now belongs to the rebuild that interrupted this one
+    except BaseException:
+        scratch.discard()
+        raise
+
+
+def verify(
+    app: Application[Any], store: ViewStore, projection: Projection, batch: int = BATCH
+) -> Difference | None:
+    """Rebuild into scratch tables up to the live position and compare; the first difference."""
+    scratch = Scratch(app, store, projection, batch)
+    scratch.create()
+    try:
+        scratch.fill(until=store.max_tracking_id(projection.name) or 0)
+        return scratch.compare()
+    except RebuildInterrupted:
+        raise
+    except BaseException:
+        scratch.discard()
+        raise
+
+
+def _first_difference(
+    table: str, position: int, live: list[Row], rebuilt: list[Row]
+) -> Difference | None:
+    """Compare as multisets; report the smallest differing row, paired by its first column."""
+    live_only = Counter(map(_canonical, live)) - Counter(map(_canonical, rebuilt))
+    rebuilt_only = Counter(map(_canonical, rebuilt)) - Counter(map(_canonical, live))
+    if not live_only and not rebuilt_only:
+        return None
+    first = min([*live_only, *rebuilt_only])
+    row = json.loads(first)
+    key = next(iter(row.items()), None)
+    in_live = first in live_only
+    other = [json.loads(r) for r in (rebuilt_only if in_live else live_only)]
+    partner = next((r for r in other if next(iter(r.items()), None) == key), None)
+    if in_live:
+        return Difference(table, position, live=row, rebuilt=partner)
+    return Difference(table, position, live=partner, rebuilt=row)
+
+
+def _canonical(row: Row) -> str:
+    """A row as text that compares equal exactly when the rows do (column order kept)."""
+    return json.dumps(row, default=str)
+
+
+def _show(row: Row | None) -> str:
+    return json.dumps(row, default=str)
