@@ -11,6 +11,8 @@ import falcon
 from api import errors
 from api.audit import AuditHandoff, AuditLease, AuditResource
 from api.auth import Authentication
+from api.body import BodyLimit
+from api.events import Events, EventStream, Subscribers
 from api.handoffs import HandoffItem, HandoffResolution, Handoffs
 from api.health import Health
 from api.leases import Lease, Leases
@@ -32,8 +34,16 @@ class RequestLog:
         log.info("%s %s %d %.1fms", req.method, req.path, resp.status_code, elapsed)
 
 
-def create_app(services: Services) -> falcon.App:
-    app = falcon.App(middleware=[RequestLog(), Authentication(services.keys)])
+DEFAULT_MAX_SUBSCRIBERS = 64
+DEFAULT_HEARTBEAT_SECONDS = 15.0
+
+
+def create_app(
+    services: Services,
+    max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
+) -> falcon.App:
+    app = falcon.App(middleware=[RequestLog(), BodyLimit(), Authentication(services.keys)])
     errors.install(app)
     app.add_route("/healthz", Health(services))
     app.add_route("/v1/leases", Leases(services))
@@ -41,6 +51,9 @@ def create_app(services: Services) -> falcon.App:
     app.add_route("/v1/handoffs", Handoffs(services))
     app.add_route("/v1/handoffs/{handoff_id}", HandoffItem(services))
     app.add_route("/v1/handoffs/{handoff_id}/resolve", HandoffResolution(services))
+    subscribers = Subscribers(max_subscribers, heartbeat_seconds)
+    app.add_route("/v1/events", Events(services, subscribers))
+    app.add_route("/v1/events/stream", EventStream(services, subscribers))
     app.add_route("/v1/audit/leases", AuditResource(services))
     app.add_route("/v1/audit/leases/{lease_id}", AuditLease(services))
     app.add_route("/v1/audit/handoffs/{handoff_id}", AuditHandoff(services))

@@ -6,12 +6,17 @@ import argparse
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
+from api.app import DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_SUBSCRIBERS
 from api.audit_cli import add_commands as add_audit_commands
 from api.keys import ROLES, KeyRefused
 from api.services import Services, bootstrap
 from domain.ids import AGENT, new_id
 from domain.storage import DEFAULT_URL, BadDatabaseURL
+
+if TYPE_CHECKING:
+    from api.client import TitenClient
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,14 +37,26 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8787)
     serve.add_argument("--threads", type=int, default=16, help="request worker threads")
-
-    mcp = commands.add_parser("mcp", help="serve the agent tools over MCP (stdio), via the API")
-    mcp.add_argument(
-        "--url",
-        help="the REST API to call (default: $TITEN_URL, else http://127.0.0.1:8787); "
-        "the key is $TITEN_API_KEY",
+    serve.add_argument(
+        "--max-subscribers",
+        type=int,
+        default=DEFAULT_MAX_SUBSCRIBERS,
+        help="open event streams and waiting long-polls served at once (each has its own thread)",
     )
-    mcp.set_defaults(run=_mcp)
+    serve.add_argument(
+        "--heartbeat-seconds",
+        type=float,
+        default=DEFAULT_HEARTBEAT_SECONDS,
+        help="comment line sent on a quiet event stream, to keep proxies from closing it",
+    )
+
+    _api_command(commands, "mcp", "serve the agent tools over MCP (stdio), via the API", _mcp)
+    events = commands.add_parser("events", help="the committed event log").add_subparsers(
+        required=True, metavar="ACTION"
+    )
+    tail = _api_command(events, "tail", "follow the log: one JSON object per line", _tail)
+    tail.add_argument("--after", help="resume after this cursor (default: the beginning; latest)")
+    tail.add_argument("--types", help="comma-separated, e.g. handoff.created,handoff.accepted")
 
     keys = commands.add_parser("keys", help="manage API keys").add_subparsers(
         required=True, metavar="ACTION"
@@ -71,6 +88,18 @@ def _command(group, name: str, help_text: str, run) -> argparse.ArgumentParser:
     return command
 
 
+def _api_command(group, name: str, help_text: str, run) -> argparse.ArgumentParser:
+    """A command that calls the REST API under $TITEN_API_KEY; it never opens the database."""
+    command = group.add_parser(name, help=help_text)
+    command.add_argument(
+        "--url",
+        help="the REST API to call (default: $TITEN_URL, else http://127.0.0.1:8787); "
+        "the key is $TITEN_API_KEY",
+    )
+    command.set_defaults(run=run)
+    return command
+
+
 def _open(args: argparse.Namespace, pool_size: int = 2) -> Services:
     return bootstrap(args.database, pool_size=pool_size)
 
@@ -80,23 +109,52 @@ def _serve(args: argparse.Namespace) -> int:
 
     services = _open(args, pool_size=args.threads + 2)
     try:
-        serve(services, args.host, args.port, args.threads)
+        serve(
+            services,
+            args.host,
+            args.port,
+            args.threads,
+            args.max_subscribers,
+            args.heartbeat_seconds,
+        )
     finally:
         services.close()
     return 0
 
 
-def _mcp(args: argparse.Namespace) -> int:
+def _client(args: argparse.Namespace) -> TitenClient:
     from api.client import TitenClient
-    from api.mcp import serve
 
     try:
-        client = TitenClient.from_env(args.url)
+        return TitenClient.from_env(args.url)
     except ValueError as exc:  # no key, or a URL that is not http(s)
         print(f"titen: {exc}", file=sys.stderr)
-        return 2
-    with client:
+        raise SystemExit(2) from None
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from api.mcp import serve
+
+    with _client(args) as client:
         serve(client)
+    return 0
+
+
+def _tail(args: argparse.Namespace) -> int:
+    import json
+
+    from api.client import TitenError
+
+    types = [t for t in (args.types or "").split(",") if t]
+    with _client(args) as client:
+        try:
+            for event in client.stream(after=args.after, types=types):
+                print(json.dumps(event), flush=True)
+        except TitenError as exc:
+            print(f"titen: {exc.message}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
     return 0
 
 

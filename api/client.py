@@ -10,8 +10,10 @@ everything a caller needs is importable from here.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Literal
@@ -31,9 +33,18 @@ from api.client_errors import (
     raise_for,
     transport_errors,
 )
-from api.client_types import Handoff, HandoffCreated, InboxPage, Lease, handoff_from, instant
+from api.client_types import (
+    EventPage,
+    Handoff,
+    HandoffCreated,
+    InboxPage,
+    Lease,
+    handoff_from,
+    instant,
+)
 
 __all__ = [
+    "EventPage",
     "Handoff",
     "HandoffCreated",
     "HeldLease",
@@ -51,6 +62,9 @@ __all__ = [
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_TIMEOUT = 10.0
+STREAM_READ_TIMEOUT = (
+    60.0  # a live stream sends a heartbeat every 15 s; silence this long is a drop
+)
 
 
 class HeldLease:
@@ -84,12 +98,7 @@ class HeldLease:
 
 
 class TitenClient:
-    """Synchronous and thread-safe; close it (or use it as a context manager) when done.
-
-    Event-log reads (`GET /v1/events` and its stream) belong here as well: a long poll is a
-    `_request` with a `timeout` above its `wait`; a stream runs inside `transport_errors` and
-    hands its error answer, once read, to `raise_for`.
-    """
+    """Synchronous and thread-safe; close it (or use it as a context manager) when done."""
 
     def __init__(self, url: str, api_key: str, *, timeout: float = DEFAULT_TIMEOUT):
         if not url.startswith(("http://", "https://")):
@@ -219,6 +228,71 @@ class TitenClient:
             "POST", f"/v1/handoffs/{_segment(handoff_id)}/resolve", json={"status": status}
         )
         return handoff_from(data)
+
+    def events(
+        self,
+        *,
+        after: str | None = None,
+        types: Sequence[str] = (),
+        limit: int | None = None,
+        wait: float = 0,
+    ) -> EventPage:
+        """One page of the organization's committed events after a cursor (`latest`: from now).
+
+        With `wait`, the service holds the request until a matching event commits (long-poll).
+        """
+        wanted = {"after": after, "types": ",".join(types) or None, "limit": limit, "wait": wait}
+        params = {name: value for name, value in wanted.items() if value}
+        data = self._request("GET", "/v1/events", params=params, timeout=wait + DEFAULT_TIMEOUT)
+        return EventPage(data["events"], data["next_cursor"])
+
+    def follow(
+        self, *, after: str | None = None, types: Sequence[str] = (), wait: float = 30
+    ) -> Iterator[dict[str, Any]]:
+        """Every event after `after`, without end, by long-polling from each `next_cursor`."""
+        while True:
+            page = self.events(after=after, types=types, wait=wait)
+            yield from page.events
+            after = page.next_cursor
+
+    def stream(
+        self, *, after: str | None = None, types: Sequence[str] = (), retries: int = 5
+    ) -> Iterator[dict[str, Any]]:
+        """Every event after `after` over Server-Sent Events, without end.
+
+        A dropped connection is resumed from the last event received (`Last-Event-ID`), so
+        nothing is missed or repeated; after `retries` failed reconnections in a row the
+        `Unreachable` error is raised.
+        """
+        failures = 0
+        while True:
+            try:
+                for event in self._stream_once(after, types):
+                    failures = 0
+                    after = event["cursor"]
+                    yield event
+            except Unreachable:
+                failures += 1
+                if failures > retries:
+                    raise
+                time.sleep(min(2.0**failures / 10, 5.0))
+
+    def _stream_once(self, after: str | None, types: Sequence[str]) -> Iterator[dict[str, Any]]:
+        headers = {"last-event-id": after} if after else {}
+        params = {"types": ",".join(types)} if types else {}
+        timeout = httpx2.Timeout(DEFAULT_TIMEOUT, read=STREAM_READ_TIMEOUT)
+        with (
+            transport_errors(self.url),
+            self._http.stream(
+                "GET", "/v1/events/stream", params=params, headers=headers, timeout=timeout
+            ) as response,
+        ):
+            if not response.is_success:
+                response.read()
+                raise_for(response)
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    yield json.loads(line.removeprefix("data: "))
 
     def _request(
         self,

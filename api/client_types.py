@@ -45,6 +45,14 @@ class InboxPage:
     """Pass it back as `cursor` for the next page; None at the end of the inbox."""
 
 
+@dataclass(frozen=True)
+class EventPage:
+    events: list[dict[str, Any]]
+    """CloudEvents 1.0 objects, each with the `cursor` it was read at."""
+    next_cursor: str
+    """Where to resume; never None."""
+
+
 def instant(text: str) -> datetime:
     """The service's instants are UTC ISO 8601 with a `Z`, which Python 3.11 reads directly."""
     return datetime.fromisoformat(text)

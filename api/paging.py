@@ -34,21 +34,34 @@ class Page:
 def read_page(req: falcon.Request, filters: dict[str, int]) -> Page:
     """Parse the query string; `filters` maps each allowed filter name to its maximum length."""
     params = req.params
-    unknown = sorted(set(params) - {"limit", "cursor", *filters})
-    if unknown:
-        raise error(400, f"Unknown query parameter: {', '.join(unknown)}.")
-    limit = _single(params, "limit")
-    cursor = _single(params, "cursor")
+    reject_unknown(params, {"limit", "cursor", *filters})
+    cursor = single(params, "cursor")
     chosen = {}
     for name, max_length in filters.items():
-        value = _single(params, name)
+        value = single(params, name)
         if value is not None:
             chosen[name] = _filter(name, value, max_length)
     return Page(
-        limit=DEFAULT_LIMIT if limit is None else _limit(limit),
+        limit=read_limit(params),
         after=0 if cursor is None else decode_cursor(cursor),
         filters=chosen,
     )
+
+
+def reject_unknown(params: dict[str, str | list[str]], allowed: set[str]) -> None:
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise error(400, f"Unknown query parameter: {', '.join(unknown)}.")
+
+
+def read_limit(params: dict[str, str | list[str]]) -> int:
+    """`limit`: how many items a page holds, DEFAULT_LIMIT when absent."""
+    text = single(params, "limit")
+    if text is None:
+        return DEFAULT_LIMIT
+    if not re.fullmatch(r"[0-9]{1,4}", text) or not 1 <= int(text) <= MAX_LIMIT:
+        raise error(400, f"limit must be an integer from 1 to {MAX_LIMIT}.")
+    return int(text)
 
 
 def encode_cursor(position: int) -> str:
@@ -56,8 +69,8 @@ def encode_cursor(position: int) -> str:
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> int:
-    invalid = error(400, "cursor is not valid: pass next_cursor from the previous page.")
+def decode_cursor(cursor: str, name: str = "cursor") -> int:
+    invalid = error(400, f"{name} is not valid: pass next_cursor from the previous page.")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         value = json.loads(raw)
@@ -73,17 +86,11 @@ def decode_cursor(cursor: str) -> int:
     return after
 
 
-def _single(params: dict[str, str | list[str]], name: str) -> str | None:
+def single(params: dict[str, str | list[str]], name: str) -> str | None:
     value = params.get(name)
     if isinstance(value, list):
         raise error(400, f"{name} must be given once.")
     return value
-
-
-def _limit(text: str) -> int:
-    if not re.fullmatch(r"[0-9]{1,4}", text) or not 1 <= int(text) <= MAX_LIMIT:
-        raise error(400, f"limit must be an integer from 1 to {MAX_LIMIT}.")
-    return int(text)
 
 
 def _filter(name: str, value: str, max_length: int) -> str:

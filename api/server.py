@@ -1,45 +1,45 @@
-"""`titen serve`: the API under waitress, with the projections kept fresh in the background."""
+"""`titen serve`: the API under waitress, with the projections kept fresh in the background.
+
+Each open event stream or waiting long-poll holds a waitress worker thread while it waits, so
+the pool is sized as the request threads plus the subscriber limit: subscribers can never take
+the threads that serve leases and handoffs, and past the limit a subscriber is told 503.
+"""
 
 from __future__ import annotations
 
 import logging
-import threading
 
 import waitress
 
 from api.app import create_app
+from api.follower import Follower
 from api.services import Services
 
 log = logging.getLogger("titen.server")
-POLL_SECONDS = 0.5
 
 
-def serve(services: Services, host: str, port: int, threads: int) -> None:
-    stop = threading.Event()
-    threading.Thread(
-        target=_follow_log, args=(services, stop), name="projector", daemon=True
-    ).start()
+def serve(
+    services: Services,
+    host: str,
+    port: int,
+    threads: int,
+    max_subscribers: int,
+    heartbeat_seconds: float,
+) -> None:
+    follower = Follower(services)
+    follower.start()
     log.info(
         "titen serving on http://%s:%d (database %s)", host, port, services.database.redacted()
     )
     try:
         waitress.serve(
-            create_app(services),
+            create_app(services, max_subscribers, heartbeat_seconds),
             host=host,
             port=port,
-            threads=threads,
+            threads=threads + max_subscribers,
             ident="titen",
-            connection_limit=1000,
+            connection_limit=threads + max_subscribers + 100,
             channel_timeout=120,
         )
     finally:
-        stop.set()
-
-
-def _follow_log(services: Services, stop: threading.Event) -> None:
-    """Apply events committed by other processes (or by one that crashed before applying)."""
-    while not stop.wait(POLL_SECONDS):
-        try:
-            services.projector.catch_up()
-        except Exception:
-            log.exception("projection catch-up failed; retrying")
+        follower.stop()

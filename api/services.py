@@ -8,6 +8,7 @@ from api.keys import Keys
 from domain.application import Titen
 from domain.clock import Clock, SystemClock
 from domain.storage import Database, parse
+from projections.event_log import EventLog
 from projections.inbox import Inbox
 from projections.lease_directory import LeaseDirectory
 from projections.lease_index import LeaseIndex
@@ -24,6 +25,7 @@ class Services:
     projector: Projector
     lease_index: LeaseIndex
     inbox: Inbox
+    event_log: EventLog
     lease_directory: LeaseDirectory
     keys: Keys
 
@@ -40,8 +42,9 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
     store = open_store(app)
     lease_index = LeaseIndex(store)
     inbox = Inbox(store)
+    event_log = EventLog(store)
     lease_directory = LeaseDirectory(store)
-    projector = Projector(app, store, [lease_index, inbox, lease_directory])
+    projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
     return Services(
         database=database,
         clock=clock,
@@ -50,6 +53,7 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         projector=projector,
         lease_index=lease_index,
         inbox=inbox,
+        event_log=event_log,
         lease_directory=lease_directory,
         keys=Keys(store, clock),
     )

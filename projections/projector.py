@@ -34,6 +34,7 @@ class Projector:
         self.store = store
         self.projections = {p.name: p for p in projections}
         self._lock = threading.Lock()
+        self._advanced = threading.Condition()
         self._positions: dict[str, int] = {}
         self.create_tables()
         self._reload_positions()
@@ -47,6 +48,11 @@ class Projector:
     def position(self) -> int:
         """How far every projection has applied the log (the slowest one)."""
         return min(self._positions.values(), default=0)
+
+    def wait_past(self, position: int, timeout: float) -> bool:
+        """Block until the projections have applied events beyond `position` (or time is up)."""
+        with self._advanced:
+            return self._advanced.wait_for(lambda: self.position() > position, timeout)
 
     def catch_up(self, until: int | None = None) -> None:
         """Apply committed events until every projection has passed `until` (or the end)."""
@@ -88,9 +94,13 @@ class Projector:
                     if position > start:
                         projection.apply(writer, event, position)
                 writer.track(Tracking(name, last))
-        for name in self.projections:
-            self._positions[name] = max(self._positions[name], last)
+        self._advance({name: max(self._positions[name], last) for name in self.projections})
 
     def _reload_positions(self) -> None:
-        for name in self.projections:
-            self._positions[name] = self.store.max_tracking_id(name) or 0
+        self._advance({name: self.store.max_tracking_id(name) or 0 for name in self.projections})
+
+    def _advance(self, positions: dict[str, int]) -> None:
+        """Record new positions and wake whoever waits for events beyond the old ones."""
+        with self._advanced:
+            self._positions.update(positions)
+            self._advanced.notify_all()

@@ -101,9 +101,9 @@ def create_key(database: str, org: str, principal: str, role: str = "agent") -> 
 class Server:
     """A real `titen serve` process on a free port."""
 
-    def __init__(self, database: str, threads: int = 8):
+    def __init__(self, database: str, threads: int = 8, *options: str, port: int = 0):
         self.database = database
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in stop/kill)
         self.log = ""
@@ -117,6 +117,7 @@ class Server:
                 str(threads),
                 "--database",
                 database,
+                *options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=self._log,
@@ -189,3 +190,55 @@ class Http:
         finally:
             conn.close()
         return response.status, jsonlib.loads(data) if data else None
+
+
+class EventStreamReader:
+    """Reads Server-Sent Events from a real server, frame by frame."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        query: str = "",
+        last_event_id: str = "",
+        timeout: float = 30,
+    ):
+        host, _, port = base_url.removeprefix("http://").partition(":")
+        self.conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        headers = {"authorization": f"Bearer {key}"}
+        if last_event_id:
+            headers["last-event-id"] = last_event_id
+        self.conn.request("GET", f"/v1/events/stream{query}", headers=headers)
+        self.response = self.conn.getresponse()
+        self.status = self.response.status
+
+    def frames(self) -> Iterator[dict[str, str]]:
+        """Each frame's fields (`id`, `event`, `data`, or `comment`), as they arrive."""
+        frame: dict[str, str] = {}
+        while line := self.response.readline():
+            text = line.decode().rstrip("\n")
+            if not text:
+                if frame:
+                    yield frame
+                frame = {}
+            elif text.startswith(":"):
+                frame["comment"] = text[1:].strip()
+            else:
+                name, _, value = text.partition(": ")
+                frame[name] = value
+
+    def events(self, count: int) -> list[dict]:
+        """The next `count` events (comments skipped), parsed from their data lines."""
+        found = []
+        for frame in self.frames():
+            if "data" in frame:
+                event = jsonlib.loads(frame["data"])
+                assert frame["id"] == event["cursor"]
+                found.append(event)
+                if len(found) == count:
+                    break
+        return found
+
+    def close(self) -> None:
+        self.response.close()  # the response holds the socket too
+        self.conn.close()

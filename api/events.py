@@ -1,0 +1,176 @@
+"""GET /v1/events (pull, with long-poll) and GET /v1/events/stream (Server-Sent Events).
+
+A principal reads its own organization's committed public events. Cursors are the same opaque
+form as the handoff inbox's (api/paging.py); `next_cursor` is always one to resume from. Streams and waiting
+long-polls wait on the projector's signal, never on a database connection, and are bounded
+by a subscriber limit so they cannot take the threads that serve everything else.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import falcon
+
+from api.auth import principal_of
+from api.errors import error
+from api.paging import decode_cursor, encode_cursor, read_limit, reject_unknown, single
+from api.services import Services
+from projections.event_log import TYPES, Published
+
+MAX_WAIT_SECONDS = 30
+STREAM_BATCH = 500
+
+
+class Subscribers:
+    """The streams and waiting long-polls one process serves at once, and their heartbeat."""
+
+    def __init__(self, limit: int, heartbeat_seconds: float):
+        self.limit = limit
+        self.heartbeat_seconds = heartbeat_seconds
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def admit(self) -> None:
+        if not self._slots.acquire(blocking=False):
+            raise error(
+                503,
+                f"Too many open subscriptions on this server (limit {self.limit}); "
+                "retry later or poll GET /v1/events without wait.",
+            )
+
+    def leave(self) -> None:
+        self._slots.release()
+
+
+class Events:
+    def __init__(self, services: Services, subscribers: Subscribers):
+        self.services = services
+        self.subscribers = subscribers
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        organization = principal_of(req).organization
+        reject_unknown(req.params, {"after", "types", "limit", "wait"})
+        after = _after(single(req.params, "after"), self.services)
+        types = _types(req)
+        limit = read_limit(req.params)
+        wait = _wait(req)
+        log = self.services.event_log
+        events = log.read(organization, after, types, limit)
+        if not events and wait > 0:
+            self.subscribers.admit()
+            try:
+                deadline = time.monotonic() + wait
+                while not events and (remaining := deadline - time.monotonic()) > 0:
+                    seen = self.services.projector.position()
+                    events = log.read(organization, after, types, limit)
+                    if not events:
+                        self.services.projector.wait_past(seen, remaining)
+            finally:
+                self.subscribers.leave()
+        resp.media = {
+            "data": {
+                "events": [_served(e) for e in events],
+                "next_cursor": encode_cursor(events[-1].position if events else after),
+            }
+        }
+
+
+class EventStream:
+    def __init__(self, services: Services, subscribers: Subscribers):
+        self.services = services
+        self.subscribers = subscribers
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        organization = principal_of(req).organization
+        reject_unknown(req.params, {"after", "types"})
+        cursor = single(req.params, "after") or req.get_header("Last-Event-ID")
+        after = _after(cursor, self.services)
+        types = _types(req)
+        self.subscribers.admit()
+        resp.content_type = "text/event-stream"
+        resp.set_header("Cache-Control", "no-cache")
+        resp.stream = Stream(self, organization, after, types)
+
+
+class Stream:
+    """The WSGI body of one stream; `close()` (called by the server) frees its slot."""
+
+    def __init__(self, resource: EventStream, organization: str, after: int, types: tuple):
+        self._resource = resource
+        self._events = self._follow(organization, after, types)
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._events
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._events.close()
+            self._resource.subscribers.leave()
+
+    def _follow(self, organization: str, after: int, types: tuple) -> Iterator[bytes]:
+        log, projector = self._resource.services.event_log, self._resource.services.projector
+        heartbeat = self._resource.subscribers.heartbeat_seconds
+        yield b": connected\n\n"
+        quiet_since = time.monotonic()
+        while True:
+            seen = projector.position()
+            events = log.read(organization, after, types, STREAM_BATCH)
+            for event in events:
+                yield _frame(event)
+                after = event.position
+            if events:
+                quiet_since = time.monotonic()
+                continue
+            if time.monotonic() - quiet_since >= heartbeat:
+                yield b": heartbeat\n\n"
+                quiet_since = time.monotonic()
+            projector.wait_past(seen, heartbeat - (time.monotonic() - quiet_since))
+
+
+def _served(event: Published) -> dict:
+    return {**event.event, "cursor": encode_cursor(event.position)}
+
+
+def _frame(event: Published) -> bytes:
+    served = _served(event)
+    frame = f"id: {served['cursor']}\nevent: {served['type']}\ndata: {json.dumps(served)}\n\n"
+    return frame.encode()
+
+
+def _after(cursor: str | None, services: Services) -> int:
+    """A resume position: none is the beginning, `latest` the live tail."""
+    if not cursor:
+        return 0
+    if cursor == "latest":
+        services.projector.catch_up()
+        return services.projector.position()
+    return decode_cursor(cursor, "after")
+
+
+def _types(req: falcon.Request) -> tuple[str, ...]:
+    raw = single(req.params, "types")
+    if raw is None:
+        return ()
+    types = tuple(dict.fromkeys(t.strip() for t in raw.split(",")))
+    unknown = [t for t in types if t not in TYPES]
+    if unknown or not types:
+        raise error(400, f"types must be a comma-separated list of: {', '.join(TYPES)}.")
+    return types
+
+
+def _wait(req: falcon.Request) -> float:
+    raw = single(req.params, "wait")
+    if raw is None:
+        return 0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= MAX_WAIT_SECONDS:
+        raise error(400, f"wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS}.")
+    return value

@@ -1,0 +1,158 @@
+"""The public event log: each organization's committed events as CloudEvents, in log order.
+
+Only lease.acquired and handoff.created/accepted/rejected are published (a release is recorded
+on the lease's history, not published). Rows are keyed by log position and indexed by
+(organization, position), so following one organization costs in proportion to its events.
+The projector commits rows in position order (one batch after another, each tracked), so a
+reader that resumes after the last position it saw never skips a row that commits later.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from domain.clock import iso
+from domain.handoff import Handoff, public_id
+from domain.lease import Lease
+from projections.projection import Projection
+from projections.store import ViewStore, Writer
+
+TYPES = ("lease.acquired", "handoff.created", "handoff.accepted", "handoff.rejected")
+RESOLVED = {Handoff.Accepted: "accepted", Handoff.Rejected: "rejected"}
+
+
+@dataclass(frozen=True)
+class Published:
+    position: int
+    event: dict[str, Any]
+    """A CloudEvents 1.0 object; `cursor` is added when it is served."""
+
+
+class EventLog(Projection):
+    name = "event_log"
+    tables = ("event_log",)
+
+    def __init__(self, store: ViewStore):
+        self.store = store
+
+    def schema(self) -> list[str]:
+        return [
+            "CREATE TABLE IF NOT EXISTS {event_log} ("
+            " position BIGINT PRIMARY KEY, organization TEXT NOT NULL, type TEXT NOT NULL,"
+            " subject TEXT NOT NULL, event TEXT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS event_log_organization ON {event_log}"
+            " (organization, position)",
+            "CREATE INDEX IF NOT EXISTS event_log_subject ON {event_log} (subject)",
+        ]
+
+    def apply(self, writer: Writer, event: Any, position: int) -> None:
+        if isinstance(event, Lease.Acquired):
+            self._publish(
+                writer,
+                position,
+                event,
+                "lease.acquired",
+                event.lease_id,
+                event.acquired_at,
+                _lease_data(event),
+            )
+        elif isinstance(event, Handoff.Created):
+            handoff_id = public_id(event.originator_id)
+            self._publish(
+                writer,
+                position,
+                event,
+                "handoff.created",
+                handoff_id,
+                event.created_at,
+                _handoff_data(event, handoff_id),
+            )
+        elif isinstance(event, Handoff.Accepted | Handoff.Rejected):
+            handoff_id = public_id(event.originator_id)
+            created = writer.fetchall(
+                "SELECT event FROM {event_log} WHERE subject = %s AND type = %s",
+                [handoff_id, "handoff.created"],
+            )
+            data = json.loads(created[0]["event"])["data"]
+            data.update(status=RESOLVED[type(event)], resolved_at=iso(event.resolved_at))
+            self._publish(
+                writer,
+                position,
+                event,
+                f"handoff.{data['status']}",
+                handoff_id,
+                event.resolved_at,
+                data,
+            )
+
+    def _publish(
+        self,
+        writer: Writer,
+        position: int,
+        event: Any,
+        kind: str,
+        subject: str,
+        time: datetime,
+        data: dict[str, Any],
+    ) -> None:
+        cloud_event = {
+            "specversion": "1.0",
+            "id": f"{event.originator_id.hex}-{event.originator_version}",
+            "source": f"/titen/organizations/{event.organization}",
+            "type": kind,
+            "time": iso(time),
+            "subject": subject,
+            "datacontenttype": "application/json",
+            "data": data,
+        }
+        writer.execute(
+            "INSERT INTO {event_log} VALUES (%s, %s, %s, %s, %s)",
+            [position, event.organization, kind, subject, json.dumps(cloud_event)],
+        )
+
+    def read(
+        self, organization: str, after: int, types: tuple[str, ...], limit: int
+    ) -> list[Published]:
+        """The organization's events after a position, oldest first."""
+        statement = (
+            "SELECT position, event FROM {event_log} WHERE organization = %s AND position > %s"
+        )
+        params: list[Any] = [organization, after]
+        if types:
+            statement += f" AND type IN ({', '.join(['%s'] * len(types))})"
+            params += types
+        rows = self.store.query(statement + " ORDER BY position LIMIT %s", [*params, limit])
+        return [Published(row["position"], json.loads(row["event"])) for row in rows]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row in log order, for comparing a rebuild with the live table."""
+        return self.store.query("SELECT * FROM {event_log} ORDER BY position")
+
+
+def _lease_data(event: Any) -> dict[str, Any]:
+    return {
+        "lease_id": event.lease_id,
+        "resource_type": event.resource_type,
+        "resource_id": event.resource_id,
+        "holder": event.holder,
+        "acquired_at": iso(event.acquired_at),
+        "expires_at": iso(event.expires_at),
+    }
+
+
+def _handoff_data(event: Any, handoff_id: str) -> dict[str, Any]:
+    return {
+        "handoff_id": handoff_id,
+        "from_principal": event.from_principal,
+        "to_principal": event.to_principal,
+        "subject_id": event.subject_id,
+        "context_id": event.context_id,
+        "checkpoint_id": event.checkpoint_id,
+        "message": event.message,
+        "status": "pending",
+        "created_at": iso(event.created_at),
+        "resolved_at": None,
+    }

@@ -1,0 +1,200 @@
+"""GET /v1/events/stream against real servers: resume, heartbeat, limits, fairness."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from api.services import bootstrap
+from tests.support import EventStreamReader, Http, Server
+
+ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
+
+
+def keys(database: str, *principals: str, org: str = "acme") -> list[str]:
+    services = bootstrap(database, pool_size=2)
+    try:
+        return [services.keys.create(org, p, "agent") for p in principals]
+    finally:
+        services.close()
+
+
+def acquire(http: Http, resource_id: str) -> dict:
+    status, body = http.request("POST", "/v1/leases", {**ACQUIRE, "resource_id": resource_id})
+    assert status == 201, body
+    return body["data"]
+
+
+@pytest.fixture
+def server(database: str) -> Iterator[Server]:
+    server = Server(database, 8, "--heartbeat-seconds", "0.3", "--max-subscribers", "60")
+    yield server
+    server.stop()
+
+
+def test_a_stream_delivers_events_and_resumes_after_the_last_event_id(server):
+    alice, bob = keys(server.database, "agent_alice", "agent_bob")
+    http = Http(server.url, alice)
+    for n in range(3):
+        acquire(http, f"r{n}")
+    stream = EventStreamReader(server.url, bob)
+    assert stream.status == 200
+    assert stream.response.getheader("content-type").startswith("text/event-stream")
+    first = stream.events(2)
+    stream.close()
+    assert [e["data"]["resource_id"] for e in first] == ["r0", "r1"]
+
+    resumed = EventStreamReader(server.url, bob, last_event_id=first[-1]["cursor"])
+    acquire(http, "r3")
+    rest = resumed.events(2)
+    resumed.close()
+    assert [e["data"]["resource_id"] for e in rest] == ["r2", "r3"]
+
+    by_query = EventStreamReader(server.url, bob, query=f"?after={first[0]['cursor']}")
+    assert by_query.events(1)[0]["data"]["resource_id"] == "r1"
+    by_query.close()
+
+
+def test_after_latest_starts_at_the_live_tail_and_types_filter(server):
+    alice, bob = keys(server.database, "agent_alice", "agent_bob")
+    http = Http(server.url, alice)
+    acquire(http, "old")
+    tail = EventStreamReader(server.url, bob, query="?after=latest")
+    only_handoffs = EventStreamReader(server.url, bob, query="?types=handoff.created")
+    acquire(http, "new")
+    status, _ = http.request(
+        "POST", "/v1/handoffs", {"to_principal": "agent_bob", "subject_id": "s"}
+    )
+    assert status == 201
+    assert tail.events(1)[0]["data"]["resource_id"] == "new"
+    assert only_handoffs.events(1)[0]["type"] == "handoff.created"
+    tail.close()
+    only_handoffs.close()
+
+
+def test_a_quiet_stream_sends_comment_heartbeats(server):
+    (bob,) = keys(server.database, "agent_bob")
+    stream = EventStreamReader(server.url, bob)
+    frames = stream.frames()
+    assert next(frames) == {"comment": "connected"}
+    began = time.monotonic()
+    assert next(frames) == {"comment": "heartbeat"}
+    assert 0.2 < time.monotonic() - began < 3
+    stream.close()
+
+
+def test_bad_stream_parameters_are_400(server):
+    (bob,) = keys(server.database, "agent_bob")
+    for query, header in (("?after=x", ""), ("", "nonsense"), ("?types=nope", "")):
+        stream = EventStreamReader(server.url, bob, query=query, last_event_id=header)
+        assert stream.status == 400
+        stream.close()
+
+
+def test_fifty_open_streams_do_not_starve_the_api(server):
+    alice, bob = keys(server.database, "agent_alice", "agent_bob")
+    streams = [EventStreamReader(server.url, bob, query="?after=latest") for _ in range(50)]
+    assert {s.status for s in streams} == {200}
+    http = Http(server.url, alice)
+    began = time.monotonic()
+    for n in range(20):
+        acquire(http, f"busy{n}")
+        status, _ = http.request(
+            "POST", "/v1/handoffs", {"to_principal": "agent_bob", "subject_id": f"s{n}"}
+        )
+        assert status == 201
+    assert time.monotonic() - began < 20  # ~40 ms a pair here; a starved pool never answers
+    received = [s.events(1)[0]["data"]["resource_id"] for s in streams]
+    assert received == ["busy0"] * 50
+    for stream in streams:
+        stream.close()
+
+
+def test_past_the_subscriber_limit_a_stream_gets_503_and_the_api_still_answers(database):
+    server = Server(database, 4, "--max-subscribers", "2", "--heartbeat-seconds", "0.3")
+    try:
+        (alice,) = keys(database, "agent_alice")
+        open_streams = [EventStreamReader(server.url, alice) for _ in range(2)]
+        refused = EventStreamReader(server.url, alice)
+        assert refused.status == 503
+        body = refused.response.read()
+        assert b'"UNAVAILABLE"' in body and b"limit 2" in body
+        status, _ = Http(server.url, alice).request("GET", "/v1/events?wait=1")
+        assert status == 503
+        acquire(Http(server.url, alice), "still-served")
+        open_streams[0].close()
+        deadline = time.monotonic() + 10  # the server notices the close at a heartbeat
+        while time.monotonic() < deadline:
+            retry = EventStreamReader(server.url, alice)
+            if retry.status == 200:
+                retry.close()
+                break
+            retry.close()
+            time.sleep(0.2)
+        else:
+            pytest.fail("a closed stream's slot was never freed")
+        open_streams[1].close()
+    finally:
+        server.stop()
+
+
+def test_a_stuck_subscriber_blocks_no_writer_and_no_other_subscriber(server):
+    alice, bob = keys(server.database, "agent_alice", "agent_bob")
+    stuck = EventStreamReader(server.url, bob)  # never reads
+    live = EventStreamReader(server.url, bob)
+    http = Http(server.url, alice)
+    big = "x" * 3000
+    for n in range(150):  # ~500 KB of frames waiting for the stuck reader
+        status, _ = http.request(
+            "POST",
+            "/v1/handoffs",
+            {"to_principal": "agent_bob", "subject_id": f"s{n}", "message": big},
+        )
+        assert status == 201
+    assert len(live.events(150)) == 150
+    stuck.close()
+    live.close()
+
+
+def test_streams_on_one_server_see_writes_made_through_another(postgres_database):
+    first, second = Server(postgres_database), Server(postgres_database)
+    try:
+        alice, bob = keys(postgres_database, "agent_alice", "agent_bob")
+        stream = EventStreamReader(second.url, bob, query="?after=latest")
+        began = time.monotonic()
+        acquire(Http(first.url, alice), "elsewhere")
+        assert stream.events(1)[0]["data"]["resource_id"] == "elsewhere"
+        assert time.monotonic() - began < 2
+        stream.close()
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_heartbeat_keeps_going_while_events_flow_elsewhere(server):
+    alice, bob = keys(server.database, "agent_alice", "agent_bob")
+    stream = EventStreamReader(server.url, bob, query="?types=handoff.created")
+    http = Http(server.url, alice)
+    stop = threading.Event()
+
+    def noise() -> None:
+        n = 0
+        while not stop.is_set():
+            acquire(http, f"noise{n}")
+            n += 1
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=noise)
+    writer.start()
+    try:
+        frames = stream.frames()
+        comments = [next(frames) for _ in range(3)]
+        assert comments[0] == {"comment": "connected"}
+        assert comments[1:] == [{"comment": "heartbeat"}] * 2
+    finally:
+        stop.set()
+        writer.join()
+        stream.close()
