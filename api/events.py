@@ -1,9 +1,9 @@
 """GET /v1/events (pull, with long-poll) and GET /v1/events/stream (Server-Sent Events).
 
-A principal reads its own organization's committed public events. Cursors are the same opaque
-form as the handoff inbox's (api/paging.py); `next_cursor` is always one to resume from. Streams and waiting
-long-polls wait on the projector's signal, never on a database connection, and are bounded
-by a subscriber limit so they cannot take the threads that serve everything else.
+A principal reads its own organization's committed public events. Cursors have the opaque form
+of the handoff inbox's (api/paging.py); `next_cursor` is always one to resume from. Streams and
+waiting long-polls wait on the projector's signal, never on a database connection, and are
+bounded by a subscriber limit so they cannot take the threads that serve everything else.
 """
 
 from __future__ import annotations
