@@ -15,7 +15,7 @@ ACQUIRE = obj(
     {
         "resource_type": text(200),
         "resource_id": text(200),
-        "purpose": text(1000, printable=False),
+        "purpose": text(1000, multiline=True),
         "ttl_seconds": {"type": "integer", "minimum": MIN_TTL_SECONDS, "maximum": MAX_TTL_SECONDS},
     },
     required=["resource_type", "resource_id", "purpose", "ttl_seconds"],

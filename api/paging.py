@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import falcon
 
-from api.body import PRINTABLE
+from api.body import SINGLE_LINE
 from api.errors import error
 
 DEFAULT_LIMIT = 50
@@ -98,6 +98,6 @@ def _filter(name: str, value: str, max_length: int) -> str:
         raise error(400, f"{name} must not be empty.")
     if len(value) > max_length:
         raise error(400, f"{name} must be at most {max_length} characters.")
-    if not re.fullmatch(PRINTABLE, value):
+    if not re.fullmatch(SINGLE_LINE, value):
         raise error(400, f"{name} must not contain control characters.")
     return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -156,6 +157,9 @@ def test_unknown_lease_id_is_404(client, alice):
         ({**ACQUIRE, "purpose": "p" * 1001}, "purpose must be at most 1000 characters."),
         ({**ACQUIRE, "resource_id": "a\nb"}, "resource_id must not contain control characters."),
         ({**ACQUIRE, "purpose": None}, "purpose must be of type string."),
+        ({**ACQUIRE, "purpose": "nul\u0000byte"}, "purpose must not contain control characters."),
+        ({**ACQUIRE, "purpose": "half \ud800"}, "purpose must not contain control characters."),
+        ({**ACQUIRE, "resource_id": "\udfff"}, "resource_id must not contain control characters."),
         ([ACQUIRE], "The request body must be a JSON object."),
     ],
 )
@@ -163,11 +167,22 @@ def test_invalid_bodies_are_400_naming_the_field_and_change_nothing(
     client, services, alice, bob, body, message
 ):
     before = event_count(services)
-    result = client.simulate_post("/v1/leases", json=body, headers=bearer(alice))
+    result = client.simulate_post(
+        "/v1/leases",
+        body=json.dumps(body),  # ASCII with \u escapes, as any client may send a lone surrogate
+        headers={**bearer(alice), "content-type": "application/json"},
+    )
     assert result.status_code == 400
     assert result.json == {"error": {"code": "VALIDATION_ERROR", "message": message}}
     assert event_count(services) == before
     assert acquire(client, bob).status_code == 201
+
+
+def test_a_purpose_may_span_lines_and_the_projections_keep_working(client, services, alice, bob):
+    result = acquire(client, alice, purpose="line one\n\tline two")
+    assert result.status_code == 201
+    assert acquire(client, bob, resource_id="next").status_code == 201
+    assert services.projector.position() == services.app.recorder.max_notification_id()
 
 
 def test_malformed_json_is_400(client, services, alice):
