@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, Notification, Tracking
+from eventsourcing.persistence import IntegrityError, Notification
 
 from projections.projection import Projection
 from projections.rebuild import Difference
@@ -83,17 +83,20 @@ class Projector:
     def _apply(self, batch: Sequence[Notification]) -> None:
         last = batch[-1].id
         events = [(n.id, self.app.mapper.to_domain_event(n)) for n in batch]
+        behind = [name for name in self.projections if self._positions[name] < last]
         with self.store.writing() as writer:
-            for name, projection in self.projections.items():
+            # One statement claims every projection that is behind, one records them all.
+            claimed = writer.claim_all(behind) if behind else {}
+            for name in behind:
                 start = self._positions[name]
-                if start >= last:
-                    continue
-                if writer.claim(name) != start:
+                if claimed[name] != start:
                     raise IntegrityError(f"{name} moved on from {start}")  # applied elsewhere
+                projection = self.projections[name]
                 for position, event in events:
                     if position > start:
                         projection.apply(writer, event, position)
-                writer.track(Tracking(name, last))
+            if behind:
+                writer.advance(behind, last)
         self._advance({name: max(self._positions[name], last) for name in self.projections})
 
     def _reload_positions(self) -> None:

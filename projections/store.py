@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import Tracking, TrackingRecorder
+from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteFactory, SQLiteTrackingRecorder
 
@@ -68,6 +68,40 @@ class Writer:
             rows = self.fetchall(claim, [name])
         return int(rows[0]["notification_id"])
 
+    def claim_all(self, names: Sequence[str]) -> dict[str, int]:
+        """`claim` several projections with one statement: their positions, by name.
+
+        The records are locked in the order given (on PostgreSQL explicitly, so two writers
+        claiming the same projections in the same order cannot deadlock; SQLite's write lock
+        covers the whole database). Records not there yet are created at 0 first, as `claim`
+        does.
+        """
+        claim = self._store.claim_sql(len(names))
+        rows = self.fetchall(claim, self._store.claim_params(names))
+        if len(rows) < len(names):
+            for name in set(names) - {row["application_name"] for row in rows}:
+                self.execute(
+                    f"INSERT INTO {self._store.tracking_table}"
+                    " (application_name, notification_id) VALUES (%s, 0)"
+                    " ON CONFLICT (application_name) DO NOTHING",
+                    [name],
+                )
+            rows = self.fetchall(claim, self._store.claim_params(names))
+        return {row["application_name"]: int(row["notification_id"]) for row in rows}
+
+    def advance(self, names: Sequence[str], position: int) -> None:
+        """`track` several projections to one position with one statement; raises
+        IntegrityError unless every one of them advances."""
+        marks = ", ".join(["%s"] * len(names))
+        rows = self.fetchall(
+            f"UPDATE {self._store.tracking_table} SET notification_id = %s"
+            f" WHERE application_name IN ({marks}) AND notification_id < %s"
+            " RETURNING application_name",
+            [position, *names, position],
+        )
+        if len(rows) != len(names):
+            raise IntegrityError(f"tracking did not advance to {position} for all of {names}")
+
     def set_position(self, name: str, position: int) -> None:
         """Record a claimed projection's position, which may also move back (a scratch reset)."""
         self.execute(
@@ -112,6 +146,17 @@ class ViewStore(TrackingRecorder, ABC):
     def sql(self, template: str) -> str:
         return _compile(self, template)
 
+    def claim_sql(self, count: int) -> str:
+        """A statement that locks `count` tracking records and returns their positions."""
+        marks = ", ".join(["%s"] * count)
+        return (
+            f"UPDATE {self.tracking_table} SET notification_id = notification_id"
+            f" WHERE application_name IN ({marks}) RETURNING application_name, notification_id"
+        )
+
+    def claim_params(self, names: Sequence[str]) -> list[Any]:
+        return list(names)
+
 
 @lru_cache(maxsize=512)
 def _compile(store: ViewStore, template: str) -> str:
@@ -147,6 +192,25 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
     def _transaction(self, *, commit: bool) -> Any:
         return self.datastore.transaction(commit=commit)
+
+    def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One statement on its own (the pool's connections autocommit): no BEGIN and ROLLBACK
+        round trips around it, and no ROLLBACK, which makes psycopg forget the connection's
+        prepared statements (DEALLOCATE ALL) so the library's statements were prepared again."""
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(self.sql(template), params)
+            return [dict(row) for row in cursor.fetchall()]
+
+    def claim_sql(self, count: int) -> str:
+        """Row locks taken in the order the names are given (an UPDATE's order is the scan's)."""
+        return (
+            f"SELECT application_name, notification_id FROM {self.tracking_table}"
+            " WHERE application_name = ANY(%s)"
+            " ORDER BY array_position(%s::text[], application_name) FOR UPDATE"
+        )
+
+    def claim_params(self, names: Sequence[str]) -> list[Any]:
+        return [list(names), list(names)]
 
     def _qualify(self, table: str) -> str:
         return f'"{self.datastore.schema}"."{table}"'

@@ -164,10 +164,8 @@ def test_streams_on_one_server_see_writes_made_through_another(postgres_database
     try:
         alice, bob = keys(postgres_database, "agent_alice", "agent_bob")
         stream = EventStreamReader(second.url, bob, query="?after=latest")
-        began = time.monotonic()
         acquire(Http(first.url, alice), "elsewhere")
-        assert stream.events(1)[0]["data"]["resource_id"] == "elsewhere"
-        assert time.monotonic() - began < 2
+        assert stream.events(1)[0]["data"]["resource_id"] == "elsewhere"  # latency: bench/
         stream.close()
     finally:
         first.stop()

@@ -1,0 +1,644 @@
+"""The lease-plane benchmark of issue 2, in one run.
+
+    /tmp/v/bin/python bench/leases.py [--backend sqlite|postgres|both] [--threads 16] ...
+
+1. The HTTP ceiling: a bare Falcon+waitress app (bench/bare.py, same waitress thread count)
+   that parses and returns a small JSON body, loaded by wrk with the same Lua script.
+2. A real `titen serve` on its own temporary SQLite file and/or its own PostgreSQL schema
+   (both removed afterwards), loaded by wrk + Lua (bench/acquire.lua, bench/pairs.lua):
+   acquire throughput and latency with 1 and 16 connections on distinct resources, and
+   acquire+release pairs, each as a ratio to the bare endpoint's requests per second.
+3. Acquire latency (1 connection) as history grows, on another fresh store: a new resource in
+   an empty store; then re-acquiring a resource with 100,000 earlier leases; then a new resource
+   with 100,000 unreleased leases in the organization; then with 1,000,000 events in the store.
+   The history is loaded in-process between measurements, with that server stopped (see
+   bench/history.py: the domain's own commands, many aggregates saved per transaction, then
+   the projections caught up in bulk), and each stage adds to the previous one. Each case
+   should be within 1.5x of the empty-store case (compared on p50 and on the mean).
+
+The machine may be shared, so every comparison is paired: the bare endpoint stays up and is
+measured again right before each titen figure it is compared with, and a second titen server
+on an empty store stays up and is measured right before each history case. Each run also
+records how busy the machine was just before it and the server's CPU time per request.
+
+Everything listens on 127.0.0.1 only; every loop is bounded. Sizes and durations are flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import history
+
+from api.services import bootstrap
+
+HERE = Path(__file__).resolve().parent
+TITEN = str(Path(sys.executable).with_name("titen"))
+HOST = "127.0.0.1"
+ORG = "bench"
+PRINCIPAL = "agent_bench"
+HISTORY_HOLDER = "agent_history"
+HEAVY_RESOURCE = "long-history"
+LIMIT_RATIO = 1.5
+
+
+@dataclass
+class Figure:
+    name: str
+    connections: int
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    mean_ms: float
+    errors: int
+    wrong_status: int
+    pairs: int | None = None
+    load: float = 0.0
+    cpu_ms: float = 0.0
+    """CPU time (user + system) the server process spent per HTTP request."""
+    reference: Figure | None = None
+    """What this figure is compared with, measured just before it (bare, or an empty store)."""
+
+    @property
+    def rate(self) -> float:
+        """Requests per second (for pairs: completed acquire+release pairs per second)."""
+        count = self.pairs if self.pairs is not None else self.requests
+        return count / self.seconds
+
+    @property
+    def http_rate(self) -> float:
+        return self.requests / self.seconds
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    pid: int
+
+
+@dataclass
+class Results:
+    bare: dict[int, Figure] = field(default_factory=dict)
+    backends: dict[str, dict[str, Figure]] = field(default_factory=dict)
+
+
+@dataclass
+class Bench:
+    """What every measurement needs: the options, and the bare server kept up throughout."""
+
+    args: argparse.Namespace
+    bare: Server
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    # Stopped with SIGTERM: unwind normally, so servers stop and temporary stores are dropped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if not shutil.which(args.wrk):
+        print(f"wrk not found ({args.wrk}); apt-get install wrk", file=sys.stderr)
+        return 2
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    results = Results()
+    started = time.monotonic()
+    say(machine(args))
+    say(f"\n== bare Falcon+waitress endpoint ({args.threads} threads)")
+    with bare_server(args) as server:
+        bench = Bench(args, server)
+        wrk(args, server, "acquire.lua", 16, 2, ["none", "warm"])
+        for connections in args.connections:
+            figure = bare_figure(bench, connections, args.duration)
+            results.bare[connections] = figure
+            report(figure)
+        for backend in backends:
+            results.backends[backend] = figures = {}
+            if not args.skip_throughput:
+                say(f"\n== titen serve on {backend}: throughput ({args.threads} threads)")
+                throughput_cases(bench, backend, figures)
+            if not args.skip_history:
+                say(f"\n== titen serve on {backend}: acquire latency as history grows (1 conn)")
+                history_cases(bench, backend, figures)
+    say(f"\nfinished in {time.monotonic() - started:.0f} s")
+    say("\n" + table(args, results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(as_json(results), indent=2))
+    return 0
+
+
+def bare_figure(bench: Bench, connections: int, seconds: float) -> Figure:
+    return wrk(bench.args, bench.bare, "acquire.lua", connections, seconds, ["none", "bare"])
+
+
+def throughput_cases(bench: Bench, backend: str, figures: dict[str, Figure]) -> None:
+    """Acquires on distinct resources, then acquire+release pairs, at each connection count;
+    the bare endpoint is measured again right before each."""
+    args = bench.args
+    with database(args, backend) as url:
+        key = make_key(url)
+        with titen_server(args, url) as server:
+            wrk(args, server, "acquire.lua", 16, 2, [key, "warm"])
+            for script, label, tag in (
+                ("acquire.lua", "acquire", "acq"),
+                ("pairs.lua", "acquire+release pairs", "pair"),
+            ):
+                for connections in args.connections:
+                    bare = bare_figure(bench, connections, args.reference_duration)
+                    figure = wrk(
+                        args,
+                        server,
+                        script,
+                        connections,
+                        args.duration,
+                        [key, f"{tag}{connections}"],
+                        name=f"{label}, {connections} conn",
+                    )
+                    figure.reference = bare
+                    figures[figure.name] = figure
+                    report(figure)
+
+
+def history_cases(bench: Bench, backend: str, figures: dict[str, Figure]) -> None:
+    """Measure, load, measure again: each stage keeps what the previous ones loaded. An empty
+    store's server stays up, and is measured right before each case, as its reference."""
+    args = bench.args
+    with database(args, backend) as empty_url, database(args, backend) as url:
+        empty_key, key = make_key(empty_url), make_key(url)
+        services = bootstrap(url, pool_size=4)
+        rounds = iter(range(1, 100))
+
+        def reference(empty: Server) -> Figure:
+            tag = f"fresh{next(rounds)}"
+            wrk(args, empty, "acquire.lua", 1, 1, [empty_key, f"warm-{tag}"])
+            return wrk(
+                args, empty, "acquire.lua", 1, args.latency_duration, [empty_key, tag], name=FRESH
+            )
+
+        def measure(empty: Server, name: str, tag: str, *extra: str) -> None:
+            fresh = reference(empty)
+            with titen_server(args, url) as server:
+                wrk(args, server, "acquire.lua", 1, 1, [key, f"warm-{tag}", *extra])
+                figure = wrk(
+                    args,
+                    server,
+                    "acquire.lua",
+                    1,
+                    args.latency_duration,
+                    [key, tag, *extra],
+                    name=name,
+                )
+            figure.reference = fresh
+            figures[name] = figure
+            report(fresh, prefix="  (reference) ")
+            report(figure)
+
+        def stage(title: str, load) -> None:
+            say(f"loading {title} in-process")
+            started = time.monotonic()
+            load()
+            history.project(services, say)
+            say(
+                f"  done in {time.monotonic() - started:.0f} s;"
+                f" {history.event_count(services):,} events in the store"
+            )
+
+        try:
+            with titen_server(args, empty_url) as empty:
+                bare = bare_figure(bench, 1, args.reference_duration)
+                figures[FRESH] = reference(empty)
+                figures[FRESH].reference = bare
+                report(figures[FRESH])
+                stage(
+                    f"{args.history_leases:,} earlier leases on one resource",
+                    lambda: history.load_long_history(
+                        services,
+                        organization=ORG,
+                        holder=HISTORY_HOLDER,
+                        resource_id=HEAVY_RESOURCE,
+                        leases=args.history_leases,
+                        batch=args.batch,
+                        progress=say,
+                    ),
+                )
+                measure(empty, LONG, "long", HEAVY_RESOURCE)
+                stage(
+                    f"{args.unreleased:,} unreleased leases in the organization",
+                    lambda: history.load_unreleased(
+                        services,
+                        organization=ORG,
+                        holder=HISTORY_HOLDER,
+                        count=args.unreleased,
+                        batch=args.batch,
+                        progress=say,
+                    ),
+                )
+                measure(empty, UNRELEASED, "unreleased")
+                stage(
+                    f"events up to {args.events:,}",
+                    lambda: history.fill_events(
+                        services,
+                        organization=ORG,
+                        holder=HISTORY_HOLDER,
+                        until=args.events,
+                        batch=args.batch,
+                        progress=say,
+                    ),
+                )
+                measure(empty, MILLION, "million")
+        finally:
+            services.close()
+
+
+FRESH = "acquire latency, new resource, empty store"
+LONG = "... on a resource with N earlier leases"
+UNRELEASED = "... new resource, N unreleased leases in org"
+MILLION = "... new resource, N events in the store"
+
+
+# -- servers ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def bare_server(args: argparse.Namespace) -> Iterator[Server]:
+    port = free_port()
+    command = [sys.executable, str(HERE / "bare.py"), "--port", str(port)]
+    with process([*command, "--threads", str(args.threads)], "bare") as proc:
+        wait_until_up(proc, port, "/healthz", accept=(404,))
+        yield Server(f"http://{HOST}:{port}", proc.pid)
+
+
+@contextlib.contextmanager
+def titen_server(args: argparse.Namespace, url: str) -> Iterator[Server]:
+    port = free_port()
+    command = [TITEN, "serve", "--host", HOST, "--port", str(port)]
+    command += ["--threads", str(args.threads), "--database", url]
+    with process(command, "titen") as proc:
+        wait_until_up(proc, port, "/healthz", accept=(200,))
+        yield Server(f"http://{HOST}:{port}", proc.pid)
+
+
+@contextlib.contextmanager
+def process(command: list[str], label: str) -> Iterator[subprocess.Popen]:
+    """A child process whose log goes to a temporary file; stopped (by its pid) on exit."""
+    handle, path = tempfile.mkstemp(prefix=f"bench-{label}-", suffix=".log")
+    with os.fdopen(handle, "wb") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    failed = True
+    try:
+        yield proc
+        failed = False
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+        if failed:
+            tail = Path(path).read_text(errors="replace").splitlines()[-15:]
+            say(f"  ({label} log, kept at {path}:)\n    " + "\n    ".join(tail))
+        else:
+            os.unlink(path)
+
+
+def wait_until_up(proc: subprocess.Popen, port: int, path: str, accept: tuple[int, ...]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before answering")
+        try:
+            conn = http.client.HTTPConnection(HOST, port, timeout=2)
+            conn.request("GET", path)
+            if conn.getresponse().status in accept:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("server did not answer within 60 s")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+# -- databases -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def database(args: argparse.Namespace, backend: str) -> Iterator[str]:
+    """A fresh, empty store: a temporary SQLite file or a new PostgreSQL schema; removed after."""
+    if backend == "sqlite":
+        folder = tempfile.mkdtemp(prefix="titen-bench-")
+        try:
+            yield f"sqlite:///{folder}/titen.db"
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    import psycopg
+
+    schema = f"titen_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{args.postgres_url}?schema={schema}"
+    finally:
+        with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def make_key(url: str) -> str:
+    services = bootstrap(url, pool_size=2)
+    try:
+        return services.keys.create(ORG, PRINCIPAL, "agent")
+    finally:
+        services.close()
+
+
+# -- load generation -------------------------------------------------------------------------
+
+
+def wrk(
+    args: argparse.Namespace,
+    server: Server,
+    script: str,
+    connections: int,
+    seconds: float,
+    script_args: list[str],
+    name: str = "bare",
+) -> Figure:
+    threads = max(1, min(connections, args.wrk_threads))
+    command = [args.wrk, f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s"]
+    command += ["--timeout", "10s"]
+    command += ["-s", str(HERE / script), server.url, "--", *script_args]
+    load = quiet(args)
+    cpu = cpu_seconds(server.pid)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+    cpu = cpu_seconds(server.pid) - cpu
+    line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk gave no result: {done.stdout}\n{done.stderr}")
+    values = dict(part.split("=", 1) for part in line.split()[1:])
+    figure = Figure(
+        name=name,
+        connections=connections,
+        requests=int(values["requests"]),
+        seconds=int(values["duration_us"]) / 1e6,
+        p50_ms=int(values["p50_us"]) / 1000,
+        p99_ms=int(values["p99_us"]) / 1000,
+        mean_ms=float(values["mean_us"]) / 1000,
+        errors=int(values["errors"]),
+        wrong_status=int(values["wrong_status"]),
+        pairs=int(values["releases"]) if "releases" in values else None,
+        load=load,
+        cpu_ms=1000 * cpu / max(int(values["requests"]), 1),
+    )
+    if figure.errors or figure.wrong_status:
+        say(f"  WARNING {name}: {figure.errors} socket errors, {figure.wrong_status} bad statuses")
+    return figure
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def busy(seconds: float = 1.0) -> float:
+    """How busy the machine's CPUs are (%, all CPUs together) over the next `seconds`.
+
+    Called while our own server is idle between runs, so it shows what others are doing."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        total, idle = sample()
+        time.sleep(seconds)
+        total2, idle2 = sample()
+        return 100 * (1 - (idle2 - idle) / max(total2 - total, 1))
+    return 100 * min(os.getloadavg()[0] / (os.cpu_count() or 1), 1)
+
+
+def quiet(args: argparse.Namespace) -> float:
+    """Wait (at most --wait-quiet seconds) until other work on the machine has calmed down,
+    so a run does not measure someone else's load; returns how busy the machine was then."""
+    deadline = time.monotonic() + args.wait_quiet
+    load = busy()
+    while load > args.quiet_below and time.monotonic() < deadline:
+        load = busy(2.0)
+    return load
+
+
+# -- reporting -------------------------------------------------------------------------------
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def report(figure: Figure, prefix: str = "  ") -> None:
+    unit = "pairs/s" if figure.pairs is not None else "req/s"
+    text = (
+        f"{prefix}{figure.name:46s} {figure.rate:7.0f} {unit:7s} p50 {figure.p50_ms:6.2f} ms"
+        f"  p99 {figure.p99_ms:6.2f} ms  mean {figure.mean_ms:6.2f} ms"
+        f"  cpu {figure.cpu_ms:.2f} ms/req"
+    )
+    ref = figure.reference
+    if ref is not None and ref.name == "bare":
+        text += f"  | {figure.http_rate / ref.rate:.2f} x bare ({ref.rate:,.0f} req/s)"
+    elif ref is not None:
+        text += f"  | x{figure.p50_ms / ref.p50_ms:.2f} p50, x{figure.mean_ms / ref.mean_ms:.2f}"
+        text += " mean of the empty store's"
+    say(text + f"  [machine {figure.load:.0f}% busy]")
+
+
+def table(args: argparse.Namespace, results: Results) -> str:
+    """The figures as a Markdown table, ready for docs/performance.md."""
+    rows = [
+        "| Backend | Measurement | Conn | Throughput | p50 ms | p99 ms | mean ms |"
+        " Server CPU ms/req | Compared with | Ratio | Machine busy |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for connections, figure in results.bare.items():
+        rows.append(
+            f"| - | bare Falcon+waitress: parse + return JSON | {connections} |"
+            f" {figure.rate:,.0f} req/s | {figure.p50_ms:.2f} | {figure.p99_ms:.2f} |"
+            f" {figure.mean_ms:.2f} | {figure.cpu_ms:.2f} | | | {figure.load:.0f}% |"
+        )
+    sizes = {
+        LONG: f"{args.history_leases:,}",
+        UNRELEASED: f"{args.unreleased:,}",
+        MILLION: f"{args.events:,}",
+    }
+    for backend, figures in results.backends.items():
+        for name, figure in figures.items():
+            unit = "pairs/s" if figure.pairs is not None else "req/s"
+            throughput = f"{figure.rate:,.0f} {unit}"
+            if figure.pairs is not None:
+                throughput += f" ({figure.http_rate:,.0f} req/s)"
+            ref, versus, ratio = figure.reference, "", ""
+            if ref is not None and ref.name == "bare":
+                versus = f"bare, {ref.rate:,.0f} req/s"
+                ratio = f"{figure.http_rate / ref.rate:.2f} of req/s"
+            elif ref is not None:
+                versus = f"empty store, p50 {ref.p50_ms:.2f} / mean {ref.mean_ms:.2f} ms"
+                ratio = f"x{figure.p50_ms / ref.p50_ms:.2f} / x{figure.mean_ms / ref.mean_ms:.2f}"
+            label = name.replace("N ", sizes.get(name, "N") + " ")
+            rows.append(
+                f"| {backend} | {label} | {figure.connections} | {throughput} |"
+                f" {figure.p50_ms:.2f} | {figure.p99_ms:.2f} | {figure.mean_ms:.2f} |"
+                f" {figure.cpu_ms:.2f} | {versus} | {ratio} | {figure.load:.0f}% |"
+            )
+    rows.append("")
+    rows.extend(verdicts(results))
+    return "\n".join(rows)
+
+
+def verdicts(results: Results) -> list[str]:
+    lines = []
+    rates = {}
+    for backend, figures in results.backends.items():
+        figure = figures.get("acquire, 16 conn")
+        if figure is None or figure.reference is None:
+            continue
+        rates[backend] = figure.rate
+        share = figure.rate / figure.reference.rate
+        lines.append(
+            f"- {backend}: acquires/s with 16 connections = {share:.2f} x the bare endpoint's"
+            f" req/s (target >= 0.25): {'MET' if share >= 0.25 else 'MISSED'}"
+        )
+    if "sqlite" in rates and "postgres" in rates:
+        ok = rates["sqlite"] >= rates["postgres"]
+        lines.append(
+            f"- SQLite at least as good as PostgreSQL ({rates['sqlite']:,.0f} vs"
+            f" {rates['postgres']:,.0f} acquires/s): {'MET' if ok else 'MISSED'}"
+        )
+    for backend, figures in results.backends.items():
+        for name in (LONG, UNRELEASED, MILLION):
+            figure = figures.get(name)
+            if figure is None or figure.reference is None:
+                continue
+            ref = figure.reference
+            worst = max(figure.p50_ms / ref.p50_ms, figure.mean_ms / ref.mean_ms)
+            lines.append(
+                f"- {backend}: {name.removeprefix('... ')}: x{worst:.2f} of an empty store's"
+                f" (target <= {LIMIT_RATIO}): {'MET' if worst <= LIMIT_RATIO else 'MISSED'}"
+            )
+    return lines
+
+
+def as_json(results: Results) -> dict:
+    def one(figure: Figure) -> dict:
+        return {
+            "connections": figure.connections,
+            "rate": figure.rate,
+            "http_rate": figure.http_rate,
+            "p50_ms": figure.p50_ms,
+            "p99_ms": figure.p99_ms,
+            "mean_ms": figure.mean_ms,
+            "errors": figure.errors + figure.wrong_status,
+            "machine_busy_percent": figure.load,
+            "server_cpu_ms_per_request": figure.cpu_ms,
+            "reference": one(figure.reference) if figure.reference else None,
+        }
+
+    return {
+        "bare": {str(c): one(f) for c, f in results.bare.items()},
+        "backends": {b: {n: one(f) for n, f in fs.items()} for b, fs in results.backends.items()},
+    }
+
+
+def machine(args: argparse.Namespace) -> str:
+    cpu = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = "?"
+    with contextlib.suppress(OSError):
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f"{kib / 1024 / 1024:.1f} GiB"
+    wrk_version = subprocess.run([args.wrk, "-v"], capture_output=True, text=True).stdout
+    revision = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=HERE
+    ).stdout.strip()
+    return (
+        f"machine: {os.cpu_count()} CPUs ({cpu}), {memory} memory,"
+        f" Python {platform.python_version()}, SQLite {sqlite3.sqlite_version},"
+        f" {wrk_version.split(' Copyright')[0].strip()}, titen {revision or '?'},"
+        f" load average {os.getloadavg()[0]:.2f}, CPUs {busy():.0f}% busy"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--threads", type=int, default=16, help="waitress threads, both servers")
+    parser.add_argument("--duration", type=int, default=10, help="seconds per throughput run")
+    parser.add_argument(
+        "--latency-duration", type=int, default=10, help="seconds per history-latency run"
+    )
+    parser.add_argument(
+        "--reference-duration",
+        type=int,
+        default=5,
+        help="seconds per bare-endpoint run measured again before each titen throughput figure",
+    )
+    parser.add_argument(
+        "--connections",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=[1, 16],
+        help="comma-separated connection counts (default 1,16)",
+    )
+    parser.add_argument("--history-leases", type=int, default=100_000)
+    parser.add_argument("--unreleased", type=int, default=100_000)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=1000, help="leases per in-process save")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-history", action="store_true")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get(
+            "TITEN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+        ),
+    )
+    parser.add_argument("--wrk", default="wrk")
+    parser.add_argument("--wrk-threads", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=20,
+        help="before each run, wait up to this many seconds for the machine to be quiet",
+    )
+    parser.add_argument(
+        "--quiet-below",
+        type=float,
+        default=10,
+        help="quiet: other processes use at most this %% of all CPUs",
+    )
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())
