@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from api.handoffs import handoff_view
 from api.services import Services
 from domain.audit import (
     HandoffRecord,
@@ -137,19 +138,7 @@ def _term(term: LeaseTerm) -> dict[str, Any]:
 
 
 def _handoff(record: HandoffRecord) -> dict[str, Any]:
-    return {
-        "handoff_id": record.handoff_id,
-        "from_principal": record.from_principal,
-        "to_principal": record.to_principal,
-        "subject_id": record.subject_id,
-        "context_id": record.context_id,
-        "checkpoint_id": record.checkpoint_id,
-        "message": record.message,
-        "status": record.status,
-        "created_at": iso(record.created_at),
-        "resolved_at": _instant(record.resolved_at),
-        "events": [_step(step) for step in record.steps],
-    }
+    return {**handoff_view(record), "events": [_step(step) for step in record.steps]}
 
 
 def _step(step: Step) -> dict[str, Any]:

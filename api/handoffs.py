@@ -18,6 +18,7 @@ from api.body import obj, read_json, text
 from api.errors import error
 from api.paging import encode_cursor, read_page
 from api.services import Services
+from domain.audit import HandoffRecord
 from domain.clock import iso
 from domain.handoff import ACCEPTED, REJECTED, Handoff, public_id
 from domain.ids import HANDOFF, to_uuid
@@ -91,7 +92,7 @@ class HandoffItem:
         handoff = self.services.app.get_handoff(_key(handoff_id, missing))
         if not handoff.visible_to(caller.organization, caller.name):
             raise error(404, missing)
-        resp.media = {"data": _handoff(handoff)}
+        resp.media = {"data": handoff_view(handoff)}
 
 
 class HandoffResolution:
@@ -108,7 +109,7 @@ class HandoffResolution:
             accept=body["status"] == ACCEPTED,
         )
         self.services.projector.catch_up(committed.position)
-        resp.media = {"data": _handoff(committed.value)}
+        resp.media = {"data": handoff_view(committed.value)}
 
 
 def _key(handoff_id: str, missing: str) -> UUID:
@@ -134,8 +135,8 @@ def _pending(row: PendingHandoff) -> dict[str, Any]:
     }
 
 
-def _handoff(handoff: Handoff) -> dict[str, Any]:
-    """One handoff in any status: an inbox item's fields plus `resolved_at`."""
+def handoff_view(handoff: Handoff | HandoffRecord) -> dict[str, Any]:
+    """One handoff in any status: an inbox item's fields plus `resolved_at` (also for audit)."""
     return {
         "handoff_id": handoff.handoff_id,
         "from_principal": handoff.from_principal,
