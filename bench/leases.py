@@ -628,7 +628,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--wait-quiet",
         type=float,
-        default=20,
+        default=10,
         help="before each run, wait up to this many seconds for the machine to be quiet",
     )
     parser.add_argument(
