@@ -79,13 +79,16 @@ class Writer:
         claim = self._store.claim_sql(len(names))
         rows = self.fetchall(claim, self._store.claim_params(names))
         if len(rows) < len(names):
-            for name in set(names) - {row["application_name"] for row in rows}:
-                self.execute(
-                    f"INSERT INTO {self._store.tracking_table}"
-                    " (application_name, notification_id) VALUES (%s, 0)"
-                    " ON CONFLICT (application_name) DO NOTHING",
-                    [name],
-                )
+            found = {row["application_name"] for row in rows}
+            # Created in the order given too: two processes creating them in different orders
+            # would each wait for the other's uncommitted index entry (a deadlock).
+            missing = [name for name in names if name not in found]
+            self.execute(
+                f"INSERT INTO {self._store.tracking_table} (application_name, notification_id)"
+                f" VALUES {', '.join(['(%s, 0)'] * len(missing))}"
+                " ON CONFLICT (application_name) DO NOTHING",
+                missing,
+            )
             rows = self.fetchall(claim, self._store.claim_params(names))
         return {row["application_name"]: int(row["notification_id"]) for row in rows}
 

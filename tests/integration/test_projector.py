@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from api.services import bootstrap
 
@@ -68,3 +69,49 @@ def test_a_command_is_visible_to_another_process_as_soon_as_it_answers(database,
     finally:
         first.close()
         second.close()
+
+
+def test_writers_creating_tracking_records_at_once_queue_instead_of_deadlocking(
+    postgres_database,
+):
+    """Two processes starting on a new database both create the tracking records. Each
+    creates them in the order given, so the second waits for the first instead of each
+    holding a record the other needs (PostgreSQL would kill one of them with a deadlock)."""
+    names = [f"projection_{n}" for n in range(8)]
+    first = bootstrap(postgres_database, pool_size=2)
+    second = bootstrap(postgres_database, pool_size=2)
+    claimed: list[dict[str, int]] = []
+    try:
+        with first.store.writing() as writer:
+            writer.claim_all(names[:1])  # created, uncommitted: the other must wait for it
+            waiting = threading.Thread(
+                target=lambda: claimed.append(_claim_all(second, names)), daemon=True
+            )
+            waiting.start()
+            _wait_for_a_lock_wait(first, postgres_database)
+            writer.claim_all(names)  # would wait for the other's records, were they out of order
+        waiting.join(timeout=10)
+        assert claimed == [dict.fromkeys(names, 0)]
+    finally:
+        first.close()
+        second.close()
+
+
+def _claim_all(services, names: list[str]) -> dict[str, int]:
+    with services.store.writing() as writer:
+        return writer.claim_all(names)
+
+
+def _wait_for_a_lock_wait(services, database: str) -> None:
+    schema = database.rpartition("schema=")[2]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        rows = services.store.query(
+            "SELECT COUNT(*) AS n FROM pg_stat_activity"
+            " WHERE wait_event_type = 'Lock' AND query LIKE %s",
+            [f"%{schema}%"],
+        )
+        if rows[0]["n"]:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the second writer never waited for the first")
