@@ -17,6 +17,7 @@ from eventsourcing.persistence import IntegrityError, Transcoder, Transcoding
 
 from domain.clock import Clock
 from domain.errors import Contention, InvalidField, NotFound
+from domain.group_commit import GroupCommit
 from domain.handoff import Handoff, public_id
 from domain.ids import LEASE, new_id
 from domain.lease import Lease, Term
@@ -53,6 +54,7 @@ class Titen(Application[UUID]):
     def __init__(self, env: dict[str, str], clock: Clock):
         super().__init__(env)
         self.clock = clock
+        self._commits = GroupCommit(self.save)
 
     def register_transcodings(self, transcoder: Transcoder) -> None:
         super().register_transcodings(transcoder)
@@ -171,7 +173,7 @@ class Titen(Application[UUID]):
         for _ in range(MAX_ATTEMPTS):
             value, aggregate = attempt()
             try:
-                recordings = self.save(aggregate)
+                recordings = self._commits.save(aggregate)
             except IntegrityError:
                 continue
             return Committed(value, recordings[-1].notification.id)

@@ -1,0 +1,143 @@
+"""Group commit: concurrent saves share one transaction, and a lost race stays its own."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from uuid import UUID, uuid4
+
+import pytest
+from eventsourcing.persistence import IntegrityError, OperationalError
+
+from domain.group_commit import GroupCommit
+
+
+class Aggregate:
+    def __init__(self, id: UUID, version: int = 0):
+        self.id = id
+        self.version = version
+        self._pending = [SimpleNamespace(originator_id=id, originator_version=version + 1)]
+
+    def collect_events(self) -> list[SimpleNamespace]:
+        collected, self._pending = self._pending, []
+        return collected
+
+
+class Store:
+    """Records versions like the event store: a version that exists already is a conflict.
+    The first save can be held open, so that other saves queue behind it."""
+
+    def __init__(self, hold_first: bool = False):
+        self.versions: dict[UUID, int] = {}
+        self.transactions: list[list[UUID]] = []
+        self.fail_with: Exception | None = None
+        self.first_started = threading.Event()
+        self.release_first = threading.Event()
+        if not hold_first:
+            self.release_first.set()
+        self._lock = threading.Lock()
+
+    def save(self, *objects: object) -> list[SimpleNamespace]:
+        self.first_started.set()
+        self.release_first.wait(5)
+        events = [o for o in objects if isinstance(o, SimpleNamespace)]
+        aggregates = [o for o in objects if isinstance(o, Aggregate)]
+        assert {e.originator_id for e in events} == {a.id for a in aggregates}
+        with self._lock:
+            if self.fail_with is not None:
+                raise self.fail_with
+            if any(self.versions.get(e.originator_id, 0) >= e.originator_version for e in events):
+                raise IntegrityError("version conflict")
+            self.transactions.append([e.originator_id for e in events])
+            for event in events:
+                self.versions[event.originator_id] = event.originator_version
+            return [SimpleNamespace(domain_event=e) for e in events]
+
+
+def save_concurrently(commits: GroupCommit, store: Store, aggregates: list[Aggregate]) -> dict:
+    """Hold a first save open while `aggregates` queue behind it, then let all go."""
+    outcomes: dict[int, object] = {}
+
+    def save(n: int, aggregate: Aggregate) -> None:
+        try:
+            outcomes[n] = commits.save(aggregate)
+        except Exception as exc:
+            outcomes[n] = exc
+
+    first = threading.Thread(target=save, args=(-1, Aggregate(uuid4())))
+    first.start()
+    assert store.first_started.wait(5)
+    threads = [threading.Thread(target=save, args=pair) for pair in enumerate(aggregates)]
+    for thread in threads:
+        thread.start()
+    _wait_until(lambda: len(commits._queue) == len(aggregates))
+    store.release_first.set()
+    for thread in (first, *threads):
+        thread.join(5)
+    return outcomes
+
+
+def _wait_until(condition) -> None:
+    event = threading.Event()
+    for _ in range(500):
+        if condition():
+            return
+        event.wait(0.01)
+    raise AssertionError("condition not reached")
+
+
+def test_saves_that_queue_behind_a_save_share_the_next_transaction():
+    store = Store(hold_first=True)
+    commits = GroupCommit(store.save)
+    aggregates = [Aggregate(uuid4()) for _ in range(5)]
+    outcomes = save_concurrently(commits, store, aggregates)
+    assert len(store.transactions) == 2
+    assert sorted(store.transactions[1]) == sorted(a.id for a in aggregates)
+    for n, aggregate in enumerate(aggregates):
+        assert [r.domain_event.originator_id for r in outcomes[n]] == [aggregate.id]
+
+
+def test_a_lost_race_in_a_batch_fails_alone():
+    store = Store(hold_first=True)
+    stale = uuid4()
+    store.versions[stale] = 1  # another command saved version 1 first
+    commits = GroupCommit(store.save)
+    aggregates = [Aggregate(uuid4()), Aggregate(stale), Aggregate(uuid4())]
+    outcomes = save_concurrently(commits, store, aggregates)
+    assert isinstance(outcomes[1], IntegrityError)
+    assert [r.domain_event.originator_id for r in outcomes[0]] == [aggregates[0].id]
+    assert [r.domain_event.originator_id for r in outcomes[2]] == [aggregates[2].id]
+
+
+def test_two_changes_of_one_aggregate_go_to_different_transactions():
+    """Both were decided on the same version: the first saves, the second conflicts."""
+    store = Store(hold_first=True)
+    commits = GroupCommit(store.save)
+    same = uuid4()
+    outcomes = save_concurrently(commits, store, [Aggregate(same), Aggregate(same)])
+    assert sorted(type(o).__name__ for o in outcomes.values()) == [
+        "IntegrityError",
+        "list",
+        "list",
+    ]
+    assert all(same not in t or t == [same] for t in store.transactions[1:])
+
+
+def test_a_store_failure_reaches_every_command_of_the_batch():
+    store = Store(hold_first=True)
+    commits = GroupCommit(store.save)
+    store.fail_with = OperationalError("connection lost")
+    outcomes = save_concurrently(commits, store, [Aggregate(uuid4()) for _ in range(3)])
+    assert all(isinstance(o, OperationalError) for o in outcomes.values())
+    store.fail_with = None
+    assert commits.save(Aggregate(uuid4()))  # and the next save is not stuck
+
+
+def test_a_save_alone_is_not_delayed():
+    store = Store()
+    commits = GroupCommit(store.save)
+    aggregate = Aggregate(uuid4())
+    assert [r.domain_event.originator_id for r in commits.save(aggregate)] == [aggregate.id]
+    assert store.transactions == [[aggregate.id]]
+    with pytest.raises(IntegrityError):
+        commits.save(Aggregate(aggregate.id))
