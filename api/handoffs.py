@@ -56,7 +56,7 @@ class Handoffs:
             message=body.get("message"),
             is_principal=lambda name: self.services.keys.is_principal(caller.organization, name),
         )
-        self.services.projector.catch_up(committed.position)
+        self.services.projector.reflect(committed.position)
         resp.status = falcon.HTTP_201
         handoff = committed.value
         resp.media = {"data": {"handoff_id": handoff.handoff_id, "status": handoff.status}}
@@ -108,7 +108,7 @@ class HandoffResolution:
             by=caller.name,
             accept=body["status"] == ACCEPTED,
         )
-        self.services.projector.catch_up(committed.position)
+        self.services.projector.reflect(committed.position)
         resp.media = {"data": handoff_view(committed.value)}
 
 

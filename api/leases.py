@@ -37,7 +37,7 @@ class Leases:
             purpose=body["purpose"],
             ttl_seconds=int(body["ttl_seconds"]),
         )
-        self.services.projector.catch_up(committed.position)
+        self.services.projector.reflect(committed.position)
         resp.status = falcon.HTTP_201
         resp.media = {
             "data": {
@@ -62,5 +62,5 @@ class Lease:
             by=caller.name,
             as_operator=caller.is_operator,
         )
-        self.services.projector.catch_up(committed.position)
+        self.services.projector.reflect(committed.position)
         resp.media = {"data": {"lease_id": lease_id, "released_at": iso(committed.value)}}

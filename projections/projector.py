@@ -12,6 +12,7 @@ positions now recorded. A rebuild claims the same record to swap its tables in
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from projections.rebuild import verify as verify_against_log
 from projections.store import ViewStore
 
 BATCH = 500
+log = logging.getLogger("titen.projector")
 
 
 class Projector:
@@ -69,6 +71,18 @@ class Projector:
                     self._apply(batch)
                 except IntegrityError:
                     self._reload_positions()  # another process applied them first
+
+    def reflect(self, position: int) -> None:
+        """Catch up to a committed command's position, so its caller reads its own write.
+
+        The command is in the log whatever happens here, and its caller must be told so: a
+        failure (the database gone for a moment) is logged, not raised, and the follower or
+        the next command applies the event instead.
+        """
+        try:
+            self.catch_up(position)
+        except Exception:
+            log.exception("catching up to committed position %d failed; applied later", position)
 
     def rebuild(self, name: str) -> int:
         """Rebuild one projection from the log into scratch tables, swap them in; its position."""

@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +39,15 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._now += timedelta(seconds=seconds)
+
+
+def eventually(condition: Callable[[], object], what: str, timeout: float = 10) -> None:
+    """Poll `condition` until it holds; fail naming `what` if it never does."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.01)
 
 
 def bearer(key: str) -> dict[str, str]:

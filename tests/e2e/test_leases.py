@@ -251,9 +251,10 @@ def test_unknown_routes_and_methods_answer_in_the_envelope(client, alice):
 
 
 def test_an_internal_failure_is_500_without_details(client, services, alice):
+    lease_id = acquire(client, alice).json["data"]["lease_id"]
     with services.store.writing() as writer:
-        writer.execute("DROP TABLE {lease_index}")
-    result = acquire(client, alice)
+        writer.execute("DROP TABLE {lease_index}")  # a release looks its lease up there
+    result = release(client, alice, lease_id)
     assert result.status_code == 500
     assert result.json == {"error": {"code": "INTERNAL", "message": "Internal error."}}
 
@@ -272,4 +273,24 @@ def test_any_request_declaring_a_body_over_one_mebibyte_is_413(client, services,
         f"/v1/leases/{lease_id}", body="x" * (1024 * 1024 + 1), headers=bearer(alice)
     )
     assert (result.status_code, result.json["error"]["code"]) == (413, "PAYLOAD_TOO_LARGE")
+    assert release(client, alice, lease_id).status_code == 200
+
+
+def test_a_committed_acquire_answers_201_even_if_the_read_models_cannot_catch_up(
+    client, services, alice
+):
+    """The event is in the log once the command commits; answering 500 then would tell the
+    caller it failed while it holds the lease. The read models apply it later instead."""
+    with services.store.writing() as writer:
+        writer.execute("DROP TABLE {event_log}")  # every catch-up now fails
+    before = event_count(services)
+
+    result = acquire(client, alice)
+
+    assert result.status_code == 201
+    assert event_count(services) > before
+    lease_id = result.json["data"]["lease_id"]
+    assert services.lease_index.find(lease_id) is None  # not applied yet
+    services.projector.create_tables()
+    services.projector.catch_up()  # as the follower or the next command would
     assert release(client, alice, lease_id).status_code == 200

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-import time
 
 from api.services import bootstrap
+from tests.support import eventually
 
 
 def acquire_many(services, count: int) -> None:
@@ -88,7 +88,7 @@ def test_writers_creating_tracking_records_at_once_queue_instead_of_deadlocking(
                 target=lambda: claimed.append(_claim_all(second, names)), daemon=True
             )
             waiting.start()
-            _wait_for_a_lock_wait(first, postgres_database)
+            eventually(lambda: _lock_waits(first, postgres_database), "the second writer waiting")
             writer.claim_all(names)  # would wait for the other's records, were they out of order
         waiting.join(timeout=10)
         assert claimed == [dict.fromkeys(names, 0)]
@@ -102,16 +102,11 @@ def _claim_all(services, names: list[str]) -> dict[str, int]:
         return writer.claim_all(names)
 
 
-def _wait_for_a_lock_wait(services, database: str) -> None:
+def _lock_waits(services, database: str) -> int:
     schema = database.rpartition("schema=")[2]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        rows = services.store.query(
-            "SELECT COUNT(*) AS n FROM pg_stat_activity"
-            " WHERE wait_event_type = 'Lock' AND query LIKE %s",
-            [f"%{schema}%"],
-        )
-        if rows[0]["n"]:
-            return
-        time.sleep(0.01)
-    raise AssertionError("the second writer never waited for the first")
+    rows = services.store.query(
+        "SELECT COUNT(*) AS n FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND query LIKE %s",
+        [f"%{schema}%"],
+    )
+    return rows[0]["n"]

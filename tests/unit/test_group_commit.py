@@ -10,6 +10,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError
 
 from domain.group_commit import GroupCommit
+from tests.support import eventually
 
 
 class Aggregate:
@@ -70,20 +71,11 @@ def save_concurrently(commits: GroupCommit, store: Store, aggregates: list[Aggre
     threads = [threading.Thread(target=save, args=pair) for pair in enumerate(aggregates)]
     for thread in threads:
         thread.start()
-    _wait_until(lambda: len(commits._queue) == len(aggregates))
+    eventually(lambda: len(commits._queue) == len(aggregates), "every save queued")
     store.release_first.set()
     for thread in (first, *threads):
         thread.join(5)
     return outcomes
-
-
-def _wait_until(condition) -> None:
-    event = threading.Event()
-    for _ in range(500):
-        if condition():
-            return
-        event.wait(0.01)
-    raise AssertionError("condition not reached")
 
 
 def test_saves_that_queue_behind_a_save_share_the_next_transaction():
