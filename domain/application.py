@@ -54,7 +54,7 @@ class Titen(Application[UUID]):
     def __init__(self, env: dict[str, str], clock: Clock):
         super().__init__(env)
         self.clock = clock
-        self._commits = GroupCommit(self.save)
+        self.commits = GroupCommit(self.save)  # how every command saves
 
     def register_transcodings(self, transcoder: Transcoder) -> None:
         super().register_transcodings(transcoder)
@@ -173,7 +173,7 @@ class Titen(Application[UUID]):
         for _ in range(MAX_ATTEMPTS):
             value, aggregate = attempt()
             try:
-                recordings = self._commits.save(aggregate)
+                recordings = self.commits.save(aggregate)
             except IntegrityError:
                 continue
             return Committed(value, recordings[-1].notification.id)
