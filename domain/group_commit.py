@@ -86,9 +86,9 @@ class GroupCommit:
     def _save_batch(self, batch: list[_Entry]) -> None:
         try:
             self._record(batch)
-        except IntegrityError:
+        except IntegrityError as exc:
             if len(batch) == 1:
-                batch[0].error = IntegrityError("version conflict")
+                batch[0].error = exc
             else:
                 for entry in batch:
                     self._record_alone(entry)
