@@ -24,7 +24,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from api.services import bootstrap
 from tests.support import (
     POSTGRES_URL,
     EventStreamReader,
@@ -32,6 +31,7 @@ from tests.support import (
     Server,
     postgres_schema,
 )
+from titen.service.bootstrap import bootstrap
 
 
 def measure(database: str, events: int, rate: float, streams: int, two_processes: bool) -> dict:

@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from api.services import Services
-from domain.ids import LEASE, new_id
-from domain.lease import Lease
+from titen.domain.ids import LEASE, new_id
+from titen.domain.lease import Lease
+from titen.service.bootstrap import Services
 
 RESOURCE_TYPE = "bench"
 Progress = Callable[[str], None]

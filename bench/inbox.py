@@ -29,10 +29,10 @@ from uuid import uuid4
 
 import falcon.testing
 
-from api.app import create_app
-from api.services import Services, bootstrap
-from domain.clock import SystemClock
-from domain.handoff import Handoff
+from titen.api.rest.app import create_app
+from titen.domain.clock import SystemClock
+from titen.domain.handoff import Handoff
+from titen.service.bootstrap import Services, bootstrap
 
 BUSY = "acme"
 QUIET = "quiet"

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import history
 
-from api.services import bootstrap
+from titen.service.bootstrap import bootstrap
 
 HERE = Path(__file__).resolve().parent
 TITEN = str(Path(sys.executable).with_name("titen"))

@@ -21,9 +21,9 @@ from uuid import uuid4
 
 from leases import database
 
-from api.services import Services, bootstrap
-from domain.ids import LEASE, new_id
-from domain.lease import Lease
+from titen.domain.ids import LEASE, new_id
+from titen.domain.lease import Lease
+from titen.service.bootstrap import Services, bootstrap
 
 
 def main() -> None:

@@ -16,8 +16,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.errors import NotFound, NotTarget
-from domain.ids import HANDOFF
+from titen.domain.errors import NotFound, NotTarget
+from titen.domain.ids import HANDOFF
 
 PENDING = "pending"
 ACCEPTED = "accepted"

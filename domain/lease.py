@@ -16,7 +16,7 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from domain.errors import LeaseHeld, NotFound
+from titen.domain.errors import LeaseHeld, NotFound
 
 NAMESPACE = UUID("6c1e4f0a-3b9d-5e2a-9f71-0d8c2b4a7e53")
 MIN_TTL_SECONDS = 10

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from domain.clock import iso
-from domain.handoff import Handoff, public_id
-from domain.lease import Lease
-from projections.projection import Projection
-from projections.store import ViewStore, Writer
+from titen.domain.clock import iso
+from titen.domain.handoff import Handoff, public_id
+from titen.domain.lease import Lease
+from titen.projections.projection import Projection
+from titen.projections.store import ViewStore, Writer
 
 TYPES = ("lease.acquired", "handoff.created", "handoff.accepted", "handoff.rejected")
 RESOLVED = {Handoff.Accepted: "accepted", Handoff.Rejected: "rejected"}

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from domain.clock import iso
-from domain.handoff import PENDING, Handoff, public_id
-from projections.projection import Projection
-from projections.store import PostgresViewStore, ViewStore, Writer
+from titen.domain.clock import iso
+from titen.domain.handoff import PENDING, Handoff, public_id
+from titen.projections.projection import Projection
+from titen.projections.store import PostgresViewStore, ViewStore, Writer
 
 RESOLUTIONS = (Handoff.Accepted, Handoff.Rejected)
 VACUUM_AFTER_DELETIONS = 1000

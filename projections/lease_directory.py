@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from domain.lease import Lease
-from projections.projection import Projection
-from projections.store import ViewStore, Writer
+from titen.domain.lease import Lease
+from titen.projections.projection import Projection
+from titen.projections.store import ViewStore, Writer
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from domain.clock import iso
-from domain.lease import Lease
-from projections.projection import Projection
-from projections.store import ViewStore, Writer
+from titen.domain.clock import iso
+from titen.domain.lease import Lease
+from titen.projections.projection import Projection
+from titen.projections.store import ViewStore, Writer
 
 ENDINGS = (Lease.Released, Lease.Superseded, Lease.ReplacedAfterExpiry)
 

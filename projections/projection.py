@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from projections.store import Writer
+from titen.projections.store import Writer
 
 
 class Projection(ABC):

@@ -20,11 +20,11 @@ from typing import Any
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, Notification
 
-from projections.projection import Projection
-from projections.rebuild import Difference
-from projections.rebuild import rebuild as rebuild_from_log
-from projections.rebuild import verify as verify_against_log
-from projections.store import ViewStore
+from titen.projections.projection import Projection
+from titen.projections.rebuild import Difference
+from titen.projections.rebuild import rebuild as rebuild_from_log
+from titen.projections.rebuild import verify as verify_against_log
+from titen.projections.store import ViewStore
 
 BATCH = 500
 log = logging.getLogger("titen.projector")

@@ -32,8 +32,8 @@ from typing import Any
 
 from eventsourcing.application import Application
 
-from projections.projection import Projection
-from projections.store import Row, ViewStore, Writer
+from titen.projections.projection import Projection
+from titen.projections.store import Row, ViewStore, Writer
 
 SUFFIX = "__rebuild"
 BATCH = 500

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 import falcon.testing
 import pytest
 
-from api.app import create_app
-from api.services import Services, bootstrap
 from tests.support import FakeClock, postgres_reason, postgres_schema
+from titen.api.rest.app import create_app
+from titen.service.bootstrap import Services, bootstrap
 
 BACKENDS = ["sqlite", "postgres"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.services import bootstrap
 from tests.support import bearer
+from titen.service.bootstrap import bootstrap
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
 RESOURCE = {"resource_type": "deploy", "resource_id": "checkout"}

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from domain.clock import iso
 from tests.support import TITEN, Http, Server, bearer, create_key, titen
+from titen.domain.clock import iso
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from api.client import (
+from tests.support import Server, create_key, free_port
+from titen.client import (
     Handoff,
     LeaseConflict,
     LeaseLost,
@@ -24,8 +25,7 @@ from api.client import (
     Unreachable,
     ValidationError,
 )
-from api.client_errors import raise_for
-from tests.support import Server, create_key, free_port
+from titen.client.errors import raise_for
 
 README = Path(__file__).parents[2] / "README.md"
 

@@ -9,10 +9,10 @@ import threading
 import psycopg
 import pytest
 
-from api.services import bootstrap
-from domain.handoff import Handoff
-from domain.lease import Lease
 from tests.support import EventStreamReader, Http, Server
+from titen.domain.handoff import Handoff
+from titen.domain.lease import Lease
+from titen.service.bootstrap import bootstrap
 
 PUBLIC = (Lease.Acquired, Handoff.Created, Handoff.Accepted, Handoff.Rejected)
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.services import bootstrap
 from tests.support import EventStreamReader, Http, Server
+from titen.service.bootstrap import bootstrap
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
 

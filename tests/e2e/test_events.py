@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from api.paging import decode_cursor, encode_cursor
 from tests.support import bearer
+from titen.api.rest.paging import decode_cursor, encode_cursor
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
 ENVELOPE = {"specversion", "id", "source", "type", "time", "subject", "datacontenttype", "data"}

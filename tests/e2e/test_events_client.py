@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from api.client import TitenClient, ValidationError
-from api.services import bootstrap
 from tests.support import TITEN, Server
+from titen.client import TitenClient, ValidationError
+from titen.service.bootstrap import bootstrap
 
 
 @pytest.fixture

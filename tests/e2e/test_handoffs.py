@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from domain.handoff import Handoff
-from domain.ids import HANDOFF, to_uuid
-from domain.lease import Lease
 from tests.support import bearer
+from titen.domain.handoff import Handoff
+from titen.domain.ids import HANDOFF, to_uuid
+from titen.domain.lease import Lease
 
 SPEC = {
     "to_principal": "agent_reviewer",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from api.services import bootstrap
 from tests.support import Http, Server, bearer
+from titen.service.bootstrap import bootstrap
 
 
 def test_a_restart_keeps_the_inbox(database):

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from api.services import bootstrap
-from domain.ids import HANDOFF, to_uuid
 from tests.support import Http, Server, bearer
+from titen.domain.ids import HANDOFF, to_uuid
+from titen.service.bootstrap import bootstrap
 
 ROUNDS = 8
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.services import bootstrap
 from tests.support import Http, Server
+from titen.service.bootstrap import bootstrap
 
 RESOURCE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
 

@@ -18,10 +18,10 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
 
-from api.client import TitenClient
-from api.handoffs import CREATE
-from api.leases import ACQUIRE
 from tests.support import TITEN, Server, create_key, free_port
+from titen.api.rest.handoffs import CREATE
+from titen.api.rest.leases import ACQUIRE
+from titen.client import TitenClient
 
 README = Path(__file__).parents[2] / "README.md"
 LEASE = {"resource_type": "deploy", "purpose": "run rollback smoke", "ttl_seconds": 600}

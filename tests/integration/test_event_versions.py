@@ -6,10 +6,10 @@ from datetime import timedelta
 
 from eventsourcing.persistence import StoredEvent
 
-from api.auditor import Auditor
-from domain.lease import Lease
+from titen.domain.lease import Lease
+from titen.service.auditor import Auditor
 
-ACQUIRED_TOPIC = "domain.lease:Lease.Acquired"
+ACQUIRED_TOPIC = "titen.domain.lease:Lease.Acquired"
 
 
 def test_a_version_1_acquired_event_is_read_with_its_ttl_derived(services, clock):

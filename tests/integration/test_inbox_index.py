@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.services import Services
-from projections.inbox import pending_query
+from titen.projections.inbox import pending_query
+from titen.service.bootstrap import Services
 
 PARAMS = {False: ["acme", "agent_reviewer", 0, 51], True: ["acme", "agent_reviewer", 0, "s", 51]}
 INDEXES = {False: "handoff_inbox_recipient", True: "handoff_inbox_subject"}

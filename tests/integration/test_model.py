@@ -32,12 +32,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from api.app import create_app
-from api.services import bootstrap
-from domain.clock import iso
 from tests.conftest import _skip_or_fail_without_postgres
 from tests.integration.spec_model import Handoff, Model, Principal, Term
 from tests.support import FakeClock, bearer, postgres_schema
+from titen.api.rest.app import create_app
+from titen.domain.clock import iso
+from titen.service.bootstrap import bootstrap
 
 PRINCIPALS = [
     Principal("acme", "agent_a"),

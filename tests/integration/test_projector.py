@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from api.services import bootstrap
 from tests.support import eventually
+from titen.service.bootstrap import bootstrap
 
 
 def acquire_many(services, count: int) -> None:

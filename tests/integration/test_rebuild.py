@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from api.services import Services, bootstrap
-from projections.rebuild import RebuildInterrupted, Scratch, rebuild
+from titen.projections.rebuild import RebuildInterrupted, Scratch, rebuild
+from titen.service.bootstrap import Services, bootstrap
 
 
 def acquire(services: Services, n: int, organization: str = "acme") -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
-from domain.audit import (
+from titen.domain.handoff import Handoff
+from titen.domain.history import (
     REPLACED_AFTER_EXPIRY,
     handoff_history,
     resource_history,
 )
-from domain.handoff import Handoff
-from domain.lease import Lease
+from titen.domain.lease import Lease
 
 T0 = datetime(2026, 7, 30, 10, 48, 13, 829000, tzinfo=UTC)
 

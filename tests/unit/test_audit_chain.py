@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.audit_chain import check, seal
+from titen.api.cli.audit_chain import check, seal
 
 HEADER = {"organization": "acme", "since": None, "exported_at": "2026-07-30T10:48:13.829Z"}
 

@@ -9,8 +9,8 @@ from uuid import UUID, uuid4
 import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from domain.group_commit import GroupCommit
 from tests.support import eventually
+from titen.storage.group_commit import GroupCommit
 
 
 class Aggregate:

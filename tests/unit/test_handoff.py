@@ -7,8 +7,8 @@ from uuid import uuid4
 
 import pytest
 
-from domain.errors import NotFound, NotTarget
-from domain.handoff import ACCEPTED, PENDING, REJECTED, Handoff, public_id
+from titen.domain.errors import NotFound, NotTarget
+from titen.domain.handoff import ACCEPTED, PENDING, REJECTED, Handoff, public_id
 
 NOW = datetime(2026, 7, 30, 10, 48, 13, 829000, tzinfo=UTC)
 

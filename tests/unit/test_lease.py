@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from domain.errors import LeaseHeld, NotFound
-from domain.lease import Lease
+from titen.domain.errors import LeaseHeld, NotFound
+from titen.domain.lease import Lease
 
 NOW = datetime(2026, 7, 30, 10, 48, 13, 829000, tzinfo=UTC)
 

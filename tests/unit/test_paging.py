@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.paging import decode_cursor, encode_cursor
+from titen.api.rest.paging import decode_cursor, encode_cursor
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))

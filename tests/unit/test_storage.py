@@ -2,7 +2,7 @@
 
 import pytest
 
-from domain.storage import BadDatabaseURL, parse
+from titen.storage.database import BadDatabaseURL, parse
 
 
 def test_sqlite_paths_are_relative_with_three_slashes_and_absolute_with_four():

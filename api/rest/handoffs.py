@@ -13,16 +13,16 @@ from uuid import UUID
 
 import falcon
 
-from api.auth import principal_of
-from api.body import obj, read_json, text
-from api.errors import error
-from api.paging import encode_cursor, read_page
-from api.services import Services
-from domain.audit import HandoffRecord
-from domain.clock import iso
-from domain.handoff import ACCEPTED, REJECTED, Handoff, public_id
-from domain.ids import HANDOFF, to_uuid
-from projections.inbox import PendingHandoff
+from titen.api.rest.auth import principal_of
+from titen.api.rest.body import obj, read_json, text
+from titen.api.rest.errors import error
+from titen.api.rest.paging import encode_cursor, read_page
+from titen.domain.clock import iso
+from titen.domain.handoff import ACCEPTED, REJECTED, Handoff, public_id
+from titen.domain.history import HandoffRecord
+from titen.domain.ids import HANDOFF, to_uuid
+from titen.projections.inbox import PendingHandoff
+from titen.service.bootstrap import Services
 
 NAME_LENGTH = 200
 MESSAGE_LENGTH = 4000

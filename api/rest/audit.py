@@ -17,13 +17,13 @@ from typing import Any
 import falcon
 from jsonschema.exceptions import best_match
 
-from api.auditor import Auditor
-from api.auth import principal_of
-from api.body import describe, obj, text
-from api.errors import error
-from api.keys import Principal
-from api.services import Services
-from domain.clock import parse_iso
+from titen.api.rest.auth import principal_of
+from titen.api.rest.body import describe, obj, text
+from titen.api.rest.errors import error
+from titen.domain.clock import parse_iso
+from titen.service.auditor import Auditor
+from titen.service.bootstrap import Services
+from titen.service.keys import Principal
 
 AS_OF = {"type": "string"}
 RESOURCE_QUERY = obj(

@@ -15,12 +15,12 @@ from uuid import UUID, uuid4
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, Transcoder, Transcoding
 
-from domain.clock import Clock
-from domain.errors import Contention, InvalidField, NotFound
-from domain.group_commit import GroupCommit
-from domain.handoff import Handoff, public_id
-from domain.ids import LEASE, new_id
-from domain.lease import Lease, Term
+from titen.domain.clock import Clock
+from titen.domain.errors import Contention, InvalidField, NotFound
+from titen.domain.handoff import Handoff, public_id
+from titen.domain.ids import LEASE, new_id
+from titen.domain.lease import Lease, Term
+from titen.storage.group_commit import GroupCommit
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 32

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from api.keys import Keys
-from domain.application import Titen
-from domain.clock import Clock, SystemClock
-from domain.storage import Database, parse
-from projections.event_log import EventLog
-from projections.inbox import Inbox
-from projections.lease_directory import LeaseDirectory
-from projections.lease_index import LeaseIndex
-from projections.projector import Projector
-from projections.store import ViewStore, open_store
+from titen.domain.clock import Clock, SystemClock
+from titen.projections.event_log import EventLog
+from titen.projections.inbox import Inbox
+from titen.projections.lease_directory import LeaseDirectory
+from titen.projections.lease_index import LeaseIndex
+from titen.projections.projector import Projector
+from titen.projections.store import ViewStore, open_store
+from titen.service.application import Titen
+from titen.service.keys import Keys
+from titen.storage.database import Database, parse
+from titen.storage.topics import register_legacy_topics
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Services:
 
 def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Services:
     """Open the store at `url`, creating its schema on first use."""
+    register_legacy_topics()
     database = parse(url)
     database.ensure_schema()
     clock = clock or SystemClock()

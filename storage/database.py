@@ -7,27 +7,10 @@ and `postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=NAME]` are understo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
-
-from eventsourcing.sqlite import (
-    SQLiteApplicationRecorder,
-    SQLiteConnection,
-    SQLiteConnectionPool,
-    SQLiteDatastore,
-)
 
 DEFAULT_URL = "sqlite:///titen.db"
 SQLITE_LOCK_TIMEOUT_SECONDS = 10
-SQLITE_PRAGMAS = (
-    # WAL (which the library turns on) with synchronous=NORMAL: a commit no longer waits for an
-    # fsync; the WAL is synced at each checkpoint. The database stays consistent after any
-    # crash and a crash of the process loses nothing; an OS crash or power cut can lose the
-    # commits since the last checkpoint. It is SQLite's recommended setting for WAL. FULL (the
-    # default) costs an fsync per commit, two per acquire: on the benchmark machine that more
-    # than halved acquires per second (docs/performance.md).
-    "PRAGMA synchronous=NORMAL",
-)
 # Loaded aggregates kept per process (least recently used go first). A cached aggregate is
 # brought up to date from the event store on every load ("fast-forward": one query for the
 # events after its version), so other processes' writes are always seen and a lost race still
@@ -35,9 +18,6 @@ SQLITE_PRAGMAS = (
 # the events after it: up to 99 (a Lease snapshots every 100 events, each acquire adds 2), which
 # made re-acquiring a busy resource about 2.5x the cost of a new one (docs/performance.md).
 AGGREGATE_CACHE_SIZE = 10_000
-# The library's SQLite pool keeps 5 connections and closes any more as they come back, so a
-# server with 16 request threads kept opening new ones; pool connections open lazily.
-SQLITE_POOL_SIZE = 32
 POSTGRES_LOCK_TIMEOUT_SECONDS = 10
 
 
@@ -71,11 +51,16 @@ class Database:
 
     def _store_env(self, pool_size: int) -> dict[str, str]:
         if self.kind == "sqlite":
+            # Imported here so that commands which never open a store load no driver.
+            from eventsourcing.utils import get_topic
+
+            from titen.storage.sqlite import TunedSQLiteRecorder
+
             return {
                 "PERSISTENCE_MODULE": "eventsourcing.sqlite",
                 "SQLITE_DBNAME": self.path,
                 "SQLITE_LOCK_TIMEOUT": str(SQLITE_LOCK_TIMEOUT_SECONDS),
-                "APPLICATION_RECORDER_TOPIC": "domain.storage:TunedSQLiteRecorder",
+                "APPLICATION_RECORDER_TOPIC": get_topic(TunedSQLiteRecorder),
             }
         return {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
@@ -142,38 +127,3 @@ def parse(url: str) -> Database:
         dbname=dbname,
         schema=schema,
     )
-
-
-class TunedSQLitePool(SQLiteConnectionPool):
-    """The library's SQLite pool, with SQLITE_PRAGMAS run on every connection it opens."""
-
-    def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        for pragma in SQLITE_PRAGMAS:
-            connection._sqlite_conn.execute(pragma)
-        return connection
-
-
-class TunedSQLiteRecorder(SQLiteApplicationRecorder):
-    """The library's SQLite event recorder; constructing it tunes the datastore it shares.
-
-    The library builds the SQLite datastore and its pool before anything can configure them
-    (and `PERSISTENCE_MODULE` stays the library's). The application recorder is the first
-    thing built on that datastore, before any connection is opened, so it replaces the pool
-    there with a larger TunedSQLitePool; the snapshot and view recorders share it.
-    """
-
-    def __init__(self, datastore: SQLiteDatastore, **kwargs: Any):
-        if not isinstance(datastore.pool, TunedSQLitePool):
-            old = datastore.pool
-            datastore.pool = TunedSQLitePool(
-                db_name=old.db_name,
-                lock_timeout=old.lock_timeout,
-                pool_size=SQLITE_POOL_SIZE,
-                max_overflow=SQLITE_POOL_SIZE,
-                pool_timeout=old.pool_timeout,
-                max_age=old.max_age,
-                pre_ping=old.pre_ping,
-            )
-            old.close()
-        super().__init__(datastore, **kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from api.services import Services
+from titen.service.bootstrap import Services
 
 
 class Health:

@@ -8,15 +8,15 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from api.app import DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_SUBSCRIBERS
-from api.audit_cli import add_commands as add_audit_commands
-from api.keys import ROLES, KeyRefused
-from api.services import Services, bootstrap
-from domain.ids import AGENT, new_id
-from domain.storage import DEFAULT_URL, BadDatabaseURL
+from titen.api.cli.audit import add_commands as add_audit_commands
+from titen.api.rest.app import DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_SUBSCRIBERS
+from titen.domain.ids import AGENT, new_id
+from titen.service.bootstrap import Services, bootstrap
+from titen.service.keys import ROLES, KeyRefused
+from titen.storage.database import DEFAULT_URL, BadDatabaseURL
 
 if TYPE_CHECKING:
-    from api.client import TitenClient
+    from titen.client import TitenClient
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +105,7 @@ def _open(args: argparse.Namespace, pool_size: int = 2) -> Services:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from api.server import serve
+    from titen.api.rest.server import serve
 
     services = _open(args, pool_size=args.threads + 2)
     try:
@@ -123,7 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace) -> TitenClient:
-    from api.client import TitenClient
+    from titen.client import TitenClient
 
     try:
         return TitenClient.from_env(args.url)
@@ -133,7 +133,7 @@ def _client(args: argparse.Namespace) -> TitenClient:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from api.mcp import serve
+    from titen.client.mcp import serve
 
     with _client(args) as client:
         serve(client)
@@ -143,7 +143,7 @@ def _mcp(args: argparse.Namespace) -> int:
 def _tail(args: argparse.Namespace) -> int:
     import json
 
-    from api.client import TitenError
+    from titen.client import TitenError
 
     types = [t for t in (args.types or "").split(",") if t]
     with _client(args) as client:

@@ -1,6 +1,6 @@
 """`titen mcp`: the agent's two tools, titen_lease_acquire and titen_handoff, over MCP stdio.
 
-The server acts under the agent's own key by calling the REST API through `api.client`; it never
+The server acts under the agent's own key by calling the REST API through `titen.client`; it never
 opens the database, so an agent needs a URL and a key, nothing else. Release, resolve and the
 inbox stay REST-only (spec, "From MCP"): over MCP an agent can take work and pass it along.
 
@@ -23,10 +23,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from api.client import TitenClient, TitenError
-from api.handoffs import CREATE
-from api.leases import ACQUIRE
-from domain.clock import iso
+from titen.api.rest.handoffs import CREATE
+from titen.api.rest.leases import ACQUIRE
+from titen.client import TitenClient, TitenError
+from titen.domain.clock import iso
 
 LEASE_FIELDS: dict[str, Any] = ACQUIRE.schema["properties"]
 HANDOFF_FIELDS: dict[str, Any] = CREATE.schema["properties"]

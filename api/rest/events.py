@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 import falcon
 
-from api.auth import principal_of
-from api.errors import error
-from api.paging import decode_cursor, encode_cursor, read_limit, reject_unknown, single
-from api.services import Services
-from projections.event_log import TYPES, Published
+from titen.api.rest.auth import principal_of
+from titen.api.rest.errors import error
+from titen.api.rest.paging import decode_cursor, encode_cursor, read_limit, reject_unknown, single
+from titen.projections.event_log import TYPES, Published
+from titen.service.bootstrap import Services
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500

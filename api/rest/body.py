@@ -9,7 +9,7 @@ import falcon
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
-from api.errors import error
+from titen.api.rest.errors import error
 
 MAX_BODY_BYTES = 1024 * 1024
 # Stored text must survive both backends and the event store's UTF-8 encoding: no NUL or other

@@ -11,9 +11,9 @@ import logging
 
 import waitress
 
-from api.app import create_app
-from api.follower import Follower
-from api.services import Services
+from titen.api.rest.app import create_app
+from titen.projections.follower import Follower
+from titen.service.bootstrap import Services
 
 log = logging.getLogger("titen.server")
 
@@ -26,7 +26,7 @@ def serve(
     max_subscribers: int,
     heartbeat_seconds: float,
 ) -> None:
-    follower = Follower(services)
+    follower = Follower(services.projector)
     follower.start()
     log.info(
         "titen serving on http://%s:%d (database %s)", host, port, services.database.redacted()

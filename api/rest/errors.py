@@ -8,8 +8,8 @@ from typing import Any
 
 import falcon
 
-from domain.clock import iso
-from domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
+from titen.domain.clock import iso
+from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
 
 log = logging.getLogger("titen.api")
 

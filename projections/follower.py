@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 
+from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
-from api.services import Services
+from titen.projections.projector import Projector
 
 log = logging.getLogger("titen.follower")
 SAFETY_POLL_SECONDS = 1.0
@@ -22,8 +23,8 @@ SQLITE_POLL_SECONDS = 0.02
 
 
 class Follower:
-    def __init__(self, services: Services):
-        self.services = services
+    def __init__(self, projector: Projector):
+        self.projector = projector
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="follower", daemon=True)
 
@@ -35,7 +36,9 @@ class Follower:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        wait = self._listen if self.services.database.kind == "postgres" else self._poll
+        recorder = self.projector.app.recorder
+        listens = isinstance(recorder, PostgresApplicationRecorder)
+        wait = self._listen if listens else self._poll
         while not self._stop.is_set():
             try:
                 wait()
@@ -45,13 +48,13 @@ class Follower:
 
     def _poll(self) -> None:
         while not self._stop.wait(SQLITE_POLL_SECONDS):
-            self.services.projector.catch_up()
+            self.projector.catch_up()
 
     def _listen(self) -> None:
-        recorder = self.services.app.recorder
+        recorder = self.projector.app.recorder
         with recorder.datastore.get_connection() as conn:
             conn.execute(SQL("LISTEN {}").format(Identifier(recorder.channel_name)))
             while not self._stop.is_set():
-                self.services.projector.catch_up()
+                self.projector.catch_up()
                 for _ in conn.notifies(timeout=SAFETY_POLL_SECONDS, stop_after=1):
                     pass

@@ -13,9 +13,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from api.handoffs import handoff_view
-from api.services import Services
-from domain.audit import (
+from titen.api.rest.handoffs import handoff_view
+from titen.domain.clock import iso, truncate
+from titen.domain.errors import NotFound
+from titen.domain.handoff import public_id
+from titen.domain.history import (
     HandoffRecord,
     LeaseTerm,
     Step,
@@ -23,12 +25,10 @@ from domain.audit import (
     handoff_history,
     resource_history,
 )
-from domain.clock import iso, truncate
-from domain.errors import NotFound
-from domain.handoff import public_id
-from domain.ids import HANDOFF, to_uuid
-from domain.lease import Lease
-from projections.lease_directory import LeaseEntry
+from titen.domain.ids import HANDOFF, to_uuid
+from titen.domain.lease import Lease
+from titen.projections.lease_directory import LeaseEntry
+from titen.service.bootstrap import Services
 
 BATCH = 500
 ENVELOPE = ("originator_id", "originator_version", "timestamp")

@@ -6,8 +6,8 @@ from typing import Any
 
 import falcon
 
-from api.errors import error
-from api.keys import Keys, Principal
+from titen.api.rest.errors import error
+from titen.service.keys import Keys, Principal
 
 
 class Authentication:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import falcon
 
-from api.auth import principal_of
-from api.body import obj, read_json, text
-from api.errors import error
-from api.services import Services
-from domain.clock import iso
-from domain.lease import MAX_TTL_SECONDS, MIN_TTL_SECONDS
+from titen.api.rest.auth import principal_of
+from titen.api.rest.body import obj, read_json, text
+from titen.api.rest.errors import error
+from titen.domain.clock import iso
+from titen.domain.lease import MAX_TTL_SECONDS, MIN_TTL_SECONDS
+from titen.service.bootstrap import Services
 
 ACQUIRE = obj(
     {

@@ -18,8 +18,8 @@ from datetime import datetime
 from itertools import takewhile
 from typing import Any
 
-from domain.handoff import PENDING, Handoff, public_id
-from domain.lease import Lease
+from titen.domain.handoff import PENDING, Handoff, public_id
+from titen.domain.lease import Lease
 
 RELEASED = "released"
 RELEASED_BY_OPERATOR = "released_by_operator"

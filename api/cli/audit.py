@@ -19,11 +19,11 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any, TextIO
 
-from api.audit_chain import check, seal
-from api.auditor import Auditor
-from api.services import Services, bootstrap
-from domain.clock import iso, parse_iso
-from domain.errors import NotFound
+from titen.api.cli.audit_chain import check, seal
+from titen.domain.clock import iso, parse_iso
+from titen.domain.errors import NotFound
+from titen.service.auditor import Auditor
+from titen.service.bootstrap import Services, bootstrap
 
 Command = Callable[..., argparse.ArgumentParser]
 

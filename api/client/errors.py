@@ -2,7 +2,7 @@
 
 A failure is always a `TitenError` carrying the service's own `code` and `message`, so a caller
 can show the service's words as they are; the subclasses are the cases a caller can act on.
-Import them from `api.client`, which re-exports them.
+Import them from `titen.client.rest`, which re-exports them.
 """
 
 from __future__ import annotations

@@ -8,15 +8,15 @@ from typing import Any
 
 import falcon
 
-from api import errors
-from api.audit import AuditHandoff, AuditLease, AuditResource
-from api.auth import Authentication
-from api.body import BodyLimit
-from api.events import Events, EventStream, Subscribers
-from api.handoffs import HandoffItem, HandoffResolution, Handoffs
-from api.health import Health
-from api.leases import Lease, Leases
-from api.services import Services
+from titen.api.rest import errors
+from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
+from titen.api.rest.auth import Authentication
+from titen.api.rest.body import BodyLimit
+from titen.api.rest.events import Events, EventStream, Subscribers
+from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
+from titen.api.rest.health import Health
+from titen.api.rest.leases import Lease, Leases
+from titen.service.bootstrap import Services
 
 log = logging.getLogger("titen.requests")
 

@@ -4,8 +4,8 @@ Every HTTP call in the project's client-side code goes through `TitenClient._req
 authentication, timeouts and the mapping of failures to exceptions exist once. A failure is
 always a `TitenError` carrying the service's own `code` and `message`; the subclasses let a
 caller catch the cases it can act on (a held lease, a missing id, a refused key, no server).
-The exceptions live in `api.client_errors` and the returned records in `api.client_types`;
-everything a caller needs is importable from here.
+The exceptions live in `titen.client.errors` and the returned records in `titen.client.types`;
+everything a caller needs is importable from `titen.client`.
 """
 
 from __future__ import annotations
@@ -21,19 +21,16 @@ from urllib.parse import quote
 
 import httpx2
 
-from api.client_errors import (
-    LeaseConflict,
+from titen.client.errors import (
     LeaseLost,
     NotFound,
     TitenError,
-    Unauthorized,
     Unreachable,
-    ValidationError,
     bad_response,
     raise_for,
     transport_errors,
 )
-from api.client_types import (
+from titen.client.types import (
     EventPage,
     Handoff,
     HandoffCreated,
@@ -42,23 +39,6 @@ from api.client_types import (
     handoff_from,
     instant,
 )
-
-__all__ = [
-    "EventPage",
-    "Handoff",
-    "HandoffCreated",
-    "HeldLease",
-    "InboxPage",
-    "Lease",
-    "LeaseConflict",
-    "LeaseLost",
-    "NotFound",
-    "TitenClient",
-    "TitenError",
-    "Unauthorized",
-    "Unreachable",
-    "ValidationError",
-]
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_TIMEOUT = 10.0

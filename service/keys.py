@@ -11,8 +11,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from domain.clock import Clock, iso
-from projections.store import ViewStore
+from titen.domain.clock import Clock, iso
+from titen.projections.store import ViewStore
 
 KEY_PREFIX = "titen_"
 SHOWN_CHARS = len(KEY_PREFIX) + 8

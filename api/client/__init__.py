@@ -1,0 +1,34 @@
+"""What an agent imports: `from titen.client import TitenClient`.
+
+This package holds the agent side (the REST client and the MCP server) and imports nothing of
+the server, so it loads fast in an agent's own environment (tests/unit/test_client_import.py).
+"""
+
+from titen.client.errors import (
+    LeaseConflict,
+    LeaseLost,
+    NotFound,
+    TitenError,
+    Unauthorized,
+    Unreachable,
+    ValidationError,
+)
+from titen.client.rest import HeldLease, TitenClient
+from titen.client.types import EventPage, Handoff, HandoffCreated, InboxPage, Lease
+
+__all__ = [
+    "EventPage",
+    "Handoff",
+    "HandoffCreated",
+    "HeldLease",
+    "InboxPage",
+    "Lease",
+    "LeaseConflict",
+    "LeaseLost",
+    "NotFound",
+    "TitenClient",
+    "TitenError",
+    "Unauthorized",
+    "Unreachable",
+    "ValidationError",
+]
