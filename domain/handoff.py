@@ -12,16 +12,30 @@ subscriber can act on each event alone, without loading the aggregate.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from titen.domain.clock import iso
 from titen.domain.errors import NotFound, NotTarget
 from titen.domain.ids import HANDOFF
+from titen.domain.statuses import ACCEPTED, PENDING, REJECTED
 
-PENDING = "pending"
-ACCEPTED = "accepted"
-REJECTED = "rejected"
+# A handoff's public fields in the spec's order: an inbox item shows these, every other view of
+# one handoff (GET, resolve, audit, the event log's data) adds `resolved_at`.
+FIELDS = (
+    "handoff_id",
+    "from_principal",
+    "to_principal",
+    "subject_id",
+    "context_id",
+    "checkpoint_id",
+    "message",
+    "status",
+    "created_at",
+)
+RESOLVED_FIELDS = (*FIELDS, "resolved_at")
 
 
 class Handoff(Aggregate):
@@ -103,3 +117,13 @@ class Handoff(Aggregate):
 def public_id(key: UUID) -> str:
     """The wire form of a handoff's aggregate id."""
     return HANDOFF + key.hex
+
+
+RESOLUTIONS: dict[type, str] = {Handoff.Accepted: ACCEPTED, Handoff.Rejected: REJECTED}
+
+
+def public_fields(source: Any, fields: tuple[str, ...] = RESOLVED_FIELDS) -> dict[str, Any]:
+    """A handoff's public fields, read from anything that has them as attributes (the
+    aggregate, an audit record, an inbox row), with instants in their wire form."""
+    view = {name: getattr(source, name) for name in fields}
+    return {name: iso(v) if isinstance(v, datetime) else v for name, v in view.items()}

@@ -18,24 +18,14 @@ from datetime import datetime
 from itertools import takewhile
 from typing import Any
 
-from titen.domain.handoff import PENDING, Handoff, public_id
+from titen.domain.events import event_type
+from titen.domain.handoff import Handoff
 from titen.domain.lease import Lease
 
 RELEASED = "released"
 RELEASED_BY_OPERATOR = "released_by_operator"
 SUPERSEDED = "superseded"
 REPLACED_AFTER_EXPIRY = "replaced_after_expiry"
-
-EVENT_TYPES: dict[type, str] = {
-    Lease.Registered: "lease.registered",
-    Lease.Acquired: "lease.acquired",
-    Lease.Released: "lease.released",
-    Lease.Superseded: "lease.superseded",
-    Lease.ReplacedAfterExpiry: "lease.replaced_after_expiry",
-    Handoff.Created: "handoff.created",
-    Handoff.Accepted: "handoff.accepted",
-    Handoff.Rejected: "handoff.rejected",
-}
 
 
 @dataclass(frozen=True)
@@ -85,23 +75,10 @@ class ResourceHistory:
 
 @dataclass(frozen=True)
 class HandoffRecord:
-    handoff_id: str
-    organization: str
-    from_principal: str
-    to_principal: str
-    subject_id: str
-    context_id: str | None
-    checkpoint_id: str | None
-    message: str | None
-    status: str
-    created_at: datetime
-    resolved_at: datetime | None
+    """A handoff as it stood (the aggregate replayed up to then) and the steps that led there."""
+
+    handoff: Handoff
     steps: list[Step]
-
-
-def event_type(event: Any) -> str:
-    """The public name of an event ("lease.acquired"); an unknown class goes by its own name."""
-    return EVENT_TYPES.get(type(event), type(event).__qualname__)
 
 
 def instant(event: Any) -> datetime | None:
@@ -165,28 +142,16 @@ def handoff_history(events: Sequence[Any], as_of: datetime | None = None) -> Han
     replayed = until(events, as_of)
     if not replayed or not isinstance(replayed[0], Handoff.Created):
         return None
-    created = replayed[0]
-    steps = [Step(event_type(created), created.created_at, created.from_principal)]
-    status, resolved_at = PENDING, None
-    for event in replayed[1:]:
-        if isinstance(event, Handoff.Accepted | Handoff.Rejected):
-            status = event_type(event).removeprefix("handoff.")
-            resolved_at = event.resolved_at
+    handoff: Handoff | None = None
+    steps = []
+    for event in replayed:
+        handoff = event.mutate(handoff)
+        if isinstance(event, Handoff.Created):
+            steps.append(Step(event_type(event), event.created_at, event.from_principal))
+        elif isinstance(event, Handoff.Accepted | Handoff.Rejected):
             steps.append(Step(event_type(event), event.resolved_at, event.to_principal))
-    return HandoffRecord(
-        handoff_id=public_id(created.originator_id),
-        organization=created.organization,
-        from_principal=created.from_principal,
-        to_principal=created.to_principal,
-        subject_id=created.subject_id,
-        context_id=created.context_id,
-        checkpoint_id=created.checkpoint_id,
-        message=created.message,
-        status=status,
-        created_at=created.created_at,
-        resolved_at=resolved_at,
-        steps=steps,
-    )
+    assert handoff is not None
+    return HandoffRecord(handoff, steps)
 
 
 def _begin(event: Any) -> LeaseTerm:

@@ -17,10 +17,9 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 
 from titen.domain.errors import LeaseHeld, NotFound
+from titen.domain.limits import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 
 NAMESPACE = UUID("6c1e4f0a-3b9d-5e2a-9f71-0d8c2b4a7e53")
-MIN_TTL_SECONDS = 10
-MAX_TTL_SECONDS = 86_400
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from titen.domain.clock import iso
-from titen.domain.handoff import Handoff, public_id
+from titen.domain.events import HANDOFF_CREATED, LEASE_ACQUIRED, event_type
+from titen.domain.handoff import RESOLUTIONS, Handoff, public_fields, public_id
 from titen.domain.lease import Lease
 from titen.projections.projection import Projection
 from titen.projections.store import ViewStore, Writer
-
-TYPES = ("lease.acquired", "handoff.created", "handoff.accepted", "handoff.rejected")
-RESOLVED = {Handoff.Accepted: "accepted", Handoff.Rejected: "rejected"}
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ class EventLog(Projection):
                 writer,
                 position,
                 event,
-                "lease.acquired",
+                LEASE_ACQUIRED,
                 event.lease_id,
                 event.acquired_at,
                 _lease_data(event),
@@ -65,24 +63,24 @@ class EventLog(Projection):
                 writer,
                 position,
                 event,
-                "handoff.created",
+                HANDOFF_CREATED,
                 handoff_id,
                 event.created_at,
-                _handoff_data(event, handoff_id),
+                public_fields(event.mutate(None)),
             )
         elif isinstance(event, Handoff.Accepted | Handoff.Rejected):
             handoff_id = public_id(event.originator_id)
             created = writer.fetchall(
                 "SELECT event FROM {event_log} WHERE subject = %s AND type = %s",
-                [handoff_id, "handoff.created"],
+                [handoff_id, HANDOFF_CREATED],
             )
             data = json.loads(created[0]["event"])["data"]
-            data.update(status=RESOLVED[type(event)], resolved_at=iso(event.resolved_at))
+            data.update(status=RESOLUTIONS[type(event)], resolved_at=iso(event.resolved_at))
             self._publish(
                 writer,
                 position,
                 event,
-                f"handoff.{data['status']}",
+                event_type(event),
                 handoff_id,
                 event.resolved_at,
                 data,
@@ -140,19 +138,4 @@ def _lease_data(event: Any) -> dict[str, Any]:
         "holder": event.holder,
         "acquired_at": iso(event.acquired_at),
         "expires_at": iso(event.expires_at),
-    }
-
-
-def _handoff_data(event: Any, handoff_id: str) -> dict[str, Any]:
-    return {
-        "handoff_id": handoff_id,
-        "from_principal": event.from_principal,
-        "to_principal": event.to_principal,
-        "subject_id": event.subject_id,
-        "context_id": event.context_id,
-        "checkpoint_id": event.checkpoint_id,
-        "message": event.message,
-        "status": "pending",
-        "created_at": iso(event.created_at),
-        "resolved_at": None,
     }

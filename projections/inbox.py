@@ -16,30 +16,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from titen.domain.clock import iso
-from titen.domain.handoff import PENDING, Handoff, public_id
+from titen.domain.handoff import FIELDS, PENDING, Handoff, public_id
 from titen.projections.projection import Projection
 from titen.projections.store import PostgresViewStore, ViewStore, Writer
 
 RESOLUTIONS = (Handoff.Accepted, Handoff.Rejected)
 VACUUM_AFTER_DELETIONS = 1000
-COLUMNS = (
-    "handoff_id, from_principal, to_principal, subject_id, context_id, checkpoint_id,"
-    " message, created_at, position"
-)
+# Every row is pending, so the status is the one public field not stored.
+STORED = tuple(name for name in FIELDS if name != "status")
 
 
 @dataclass(frozen=True)
 class PendingHandoff:
-    handoff_id: str
-    from_principal: str
-    to_principal: str
-    subject_id: str
-    context_id: str | None
-    checkpoint_id: str | None
-    message: str | None
-    created_at: str
+    """An inbox item: its public fields (in the spec's order) and where it stands in the log."""
+
+    fields: dict[str, Any]
     position: int
-    status: str = PENDING
 
 
 class Inbox(Projection):
@@ -105,7 +97,7 @@ class Inbox(Projection):
         if subject_id is not None:
             params.append(subject_id)
         rows = self.store.query(pending_query(subject_id is not None), [*params, limit])
-        return [PendingHandoff(**row) for row in rows]
+        return [_pending(row) for row in rows]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row in a stable order, for comparing a rebuild with the live table."""
@@ -116,7 +108,12 @@ def pending_query(by_subject: bool) -> str:
     """One page of a recipient's inbox: a range scan of one index, already in order."""
     subject = " AND subject_id = %s" if by_subject else ""
     return (
-        f"SELECT {COLUMNS} FROM {{handoff_inbox}}"
+        f"SELECT {', '.join(STORED)}, position FROM {{handoff_inbox}}"
         f" WHERE organization = %s AND to_principal = %s AND position > %s{subject}"
         " ORDER BY position LIMIT %s"
     )
+
+
+def _pending(row: dict[str, Any]) -> PendingHandoff:
+    fields = {name: PENDING if name == "status" else row[name] for name in FIELDS}
+    return PendingHandoff(fields, row["position"])

@@ -13,32 +13,32 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from titen.api.rest.handoffs import handoff_view
 from titen.domain.clock import iso, truncate
 from titen.domain.errors import NotFound
-from titen.domain.handoff import public_id
+from titen.domain.events import event_type
+from titen.domain.handoff import public_fields, public_id
 from titen.domain.history import (
     HandoffRecord,
     LeaseTerm,
     Step,
-    event_type,
     handoff_history,
     resource_history,
 )
 from titen.domain.ids import HANDOFF, to_uuid
 from titen.domain.lease import Lease
-from titen.projections.lease_directory import LeaseEntry
-from titen.service.bootstrap import Services
+from titen.projections.lease_directory import LeaseDirectory, LeaseEntry
+from titen.projections.projector import Projector
+from titen.service.application import Titen
 
 BATCH = 500
 ENVELOPE = ("originator_id", "originator_version", "timestamp")
 
 
 class Auditor:
-    def __init__(self, services: Services):
-        self.app = services.app
-        self.directory = services.lease_directory
-        self.projector = services.projector
+    def __init__(self, app: Titen, directory: LeaseDirectory, projector: Projector):
+        self.app = app
+        self.directory = directory
+        self.projector = projector
 
     def resource(
         self, organization: str, resource_type: str, resource_id: str, as_of: datetime | None
@@ -78,7 +78,7 @@ class Auditor:
         if key is None or public_id(key) != handoff_id:
             raise missing
         record = handoff_history(list(self.app.events.get(key)), as_of)
-        if record is None or record.organization != organization:
+        if record is None or record.handoff.organization != organization:
             raise missing
         return {"as_of": _instant(as_of), **_handoff(record)}
 
@@ -138,7 +138,7 @@ def _term(term: LeaseTerm) -> dict[str, Any]:
 
 
 def _handoff(record: HandoffRecord) -> dict[str, Any]:
-    return {**handoff_view(record), "events": [_step(step) for step in record.steps]}
+    return {**public_fields(record.handoff), "events": [_step(step) for step in record.steps]}
 
 
 def _step(step: Step) -> dict[str, Any]:

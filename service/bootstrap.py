@@ -12,7 +12,10 @@ from titen.projections.lease_index import LeaseIndex
 from titen.projections.projector import Projector
 from titen.projections.store import ViewStore, open_store
 from titen.service.application import Titen
+from titen.service.auditor import Auditor
+from titen.service.handoffs import HandoffService
 from titen.service.keys import Keys
+from titen.service.leases import LeaseService
 from titen.storage.database import Database, parse
 from titen.storage.topics import register_legacy_topics
 
@@ -29,6 +32,9 @@ class Services:
     event_log: EventLog
     lease_directory: LeaseDirectory
     keys: Keys
+    leases: LeaseService
+    handoffs: HandoffService
+    auditor: Auditor
 
     def close(self) -> None:
         self.app.close()
@@ -47,6 +53,7 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
     event_log = EventLog(store)
     lease_directory = LeaseDirectory(store)
     projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
+    keys = Keys(store, clock)
     return Services(
         database=database,
         clock=clock,
@@ -57,5 +64,8 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         inbox=inbox,
         event_log=event_log,
         lease_directory=lease_directory,
-        keys=Keys(store, clock),
+        keys=keys,
+        leases=LeaseService(app, lease_index, projector),
+        handoffs=HandoffService(app, inbox, keys, projector),
+        auditor=Auditor(app, lease_directory, projector),
     )

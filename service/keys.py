@@ -13,10 +13,10 @@ from typing import Any
 
 from titen.domain.clock import Clock, iso
 from titen.projections.store import ViewStore
+from titen.service.roles import OPERATOR, ROLES
 
 KEY_PREFIX = "titen_"
 SHOWN_CHARS = len(KEY_PREFIX) + 8
-ROLES = ("agent", "operator")
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Principal:
 
     @property
     def is_operator(self) -> bool:
-        return self.role == "operator"
+        return self.role == OPERATOR
 
 
 class KeyRefused(ValueError):

@@ -23,13 +23,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from titen.api.rest.handoffs import CREATE
-from titen.api.rest.leases import ACQUIRE
+from titen.api.schemas import ACQUIRE, CREATE_HANDOFF
 from titen.client import TitenClient, TitenError
 from titen.domain.clock import iso
 
-LEASE_FIELDS: dict[str, Any] = ACQUIRE.schema["properties"]
-HANDOFF_FIELDS: dict[str, Any] = CREATE.schema["properties"]
+LEASE_FIELDS: dict[str, Any] = ACQUIRE["properties"]
+HANDOFF_FIELDS: dict[str, Any] = CREATE_HANDOFF["properties"]
 
 INSTRUCTIONS = (
     "Titen records who is doing what, so that agents sharing work do not do the same "

@@ -8,7 +8,7 @@ from typing import Any
 
 import falcon
 
-from titen.api.rest import errors
+from titen.api.rest import defaults, errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
@@ -34,27 +34,24 @@ class RequestLog:
         log.info("%s %s %d %.1fms", req.method, req.path, resp.status_code, elapsed)
 
 
-DEFAULT_MAX_SUBSCRIBERS = 64
-DEFAULT_HEARTBEAT_SECONDS = 15.0
-
-
 def create_app(
     services: Services,
-    max_subscribers: int = DEFAULT_MAX_SUBSCRIBERS,
-    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS,
+    max_subscribers: int = defaults.MAX_SUBSCRIBERS,
+    heartbeat_seconds: float = defaults.HEARTBEAT_SECONDS,
 ) -> falcon.App:
     app = falcon.App(middleware=[RequestLog(), BodyLimit(), Authentication(services.keys)])
     errors.install(app)
-    app.add_route("/healthz", Health(services))
-    app.add_route("/v1/leases", Leases(services))
-    app.add_route("/v1/leases/{lease_id}", Lease(services))
-    app.add_route("/v1/handoffs", Handoffs(services))
-    app.add_route("/v1/handoffs/{handoff_id}", HandoffItem(services))
-    app.add_route("/v1/handoffs/{handoff_id}/resolve", HandoffResolution(services))
+    app.add_route("/healthz", Health(services.store))
+    app.add_route("/v1/leases", Leases(services.leases))
+    app.add_route("/v1/leases/{lease_id}", Lease(services.leases))
+    app.add_route("/v1/handoffs", Handoffs(services.handoffs))
+    app.add_route("/v1/handoffs/{handoff_id}", HandoffItem(services.handoffs))
+    app.add_route("/v1/handoffs/{handoff_id}/resolve", HandoffResolution(services.handoffs))
     subscribers = Subscribers(max_subscribers, heartbeat_seconds)
-    app.add_route("/v1/events", Events(services, subscribers))
-    app.add_route("/v1/events/stream", EventStream(services, subscribers))
-    app.add_route("/v1/audit/leases", AuditResource(services))
-    app.add_route("/v1/audit/leases/{lease_id}", AuditLease(services))
-    app.add_route("/v1/audit/handoffs/{handoff_id}", AuditHandoff(services))
+    log, projector = services.event_log, services.projector
+    app.add_route("/v1/events", Events(log, projector, subscribers))
+    app.add_route("/v1/events/stream", EventStream(log, projector, subscribers))
+    app.add_route("/v1/audit/leases", AuditResource(services.auditor))
+    app.add_route("/v1/audit/leases/{lease_id}", AuditLease(services.auditor))
+    app.add_route("/v1/audit/handoffs/{handoff_id}", AuditHandoff(services.auditor))
     return app

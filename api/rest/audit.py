@@ -18,24 +18,27 @@ import falcon
 from jsonschema.exceptions import best_match
 
 from titen.api.rest.auth import principal_of
-from titen.api.rest.body import describe, obj, text
+from titen.api.rest.body import describe, validator
 from titen.api.rest.errors import error
+from titen.api.schemas import body, text
 from titen.domain.clock import parse_iso
+from titen.domain.limits import NAME_LENGTH
 from titen.service.auditor import Auditor
-from titen.service.bootstrap import Services
 from titen.service.keys import Principal
 
 AS_OF = {"type": "string"}
-RESOURCE_QUERY = obj(
-    {"resource_type": text(200), "resource_id": text(200), "as_of": AS_OF},
-    required=["resource_type", "resource_id"],
+RESOURCE_QUERY = validator(
+    body(
+        {"resource_type": text(NAME_LENGTH), "resource_id": text(NAME_LENGTH), "as_of": AS_OF},
+        required=["resource_type", "resource_id"],
+    )
 )
-ITEM_QUERY = obj({"as_of": AS_OF}, required=[])
+ITEM_QUERY = validator(body({"as_of": AS_OF}, required=[]))
 
 
 class AuditResource:
-    def __init__(self, services: Services):
-        self.auditor = Auditor(services)
+    def __init__(self, auditor: Auditor):
+        self.auditor = auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         caller = _operator(req)
@@ -48,8 +51,8 @@ class AuditResource:
 
 
 class AuditLease:
-    def __init__(self, services: Services):
-        self.auditor = Auditor(services)
+    def __init__(self, auditor: Auditor):
+        self.auditor = auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
         caller = _operator(req)
@@ -58,8 +61,8 @@ class AuditLease:
 
 
 class AuditHandoff:
-    def __init__(self, services: Services):
-        self.auditor = Auditor(services)
+    def __init__(self, auditor: Auditor):
+        self.auditor = auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
         caller = _operator(req)

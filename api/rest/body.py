@@ -12,31 +12,10 @@ from jsonschema.exceptions import ValidationError, best_match
 from titen.api.rest.errors import error
 
 MAX_BODY_BYTES = 1024 * 1024
-# Stored text must survive both backends and the event store's UTF-8 encoding: no NUL or other
-# control characters, and no lone surrogates (JSON can carry "\ud800", UTF-8 cannot). Free text
-# may also hold tabs and line breaks. Anything else would be saved as an event that a projection
-# then cannot apply, so it is refused here, before any command runs.
-SINGLE_LINE = r"^[^\x00-\x1f\x7f\ud800-\udfff]*$"
-MULTI_LINE = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]*$"
 
 
-def text(max_length: int, *, multiline: bool = False) -> dict[str, Any]:
-    """Schema for a non-empty string field of safe text."""
-    return {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": max_length,
-        "pattern": MULTI_LINE if multiline else SINGLE_LINE,
-    }
-
-
-def obj(properties: dict[str, Any], required: list[str]) -> Draft202012Validator:
-    schema = {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
+def validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """A validator for one of titen.api.schemas (checked once, at import)."""
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
 

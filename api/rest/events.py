@@ -18,8 +18,9 @@ import falcon
 from titen.api.rest.auth import principal_of
 from titen.api.rest.errors import error
 from titen.api.rest.paging import decode_cursor, encode_cursor, read_limit, reject_unknown, single
-from titen.projections.event_log import TYPES, Published
-from titen.service.bootstrap import Services
+from titen.domain.events import PUBLISHED
+from titen.projections.event_log import EventLog, Published
+from titen.projections.projector import Projector
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
@@ -46,28 +47,29 @@ class Subscribers:
 
 
 class Events:
-    def __init__(self, services: Services, subscribers: Subscribers):
-        self.services = services
+    def __init__(self, log: EventLog, projector: Projector, subscribers: Subscribers):
+        self.log = log
+        self.projector = projector
         self.subscribers = subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         organization = principal_of(req).organization
         reject_unknown(req.params, {"after", "types", "limit", "wait"})
-        after = _after(single(req.params, "after"), self.services)
+        after = _after(single(req.params, "after"), self.projector)
         types = _types(req)
         limit = read_limit(req.params)
         wait = _wait(req)
-        log = self.services.event_log
+        log = self.log
         events = log.read(organization, after, types, limit)
         if not events and wait > 0:
             self.subscribers.admit()
             try:
                 deadline = time.monotonic() + wait
                 while not events and (remaining := deadline - time.monotonic()) > 0:
-                    seen = self.services.projector.position()
+                    seen = self.projector.position()
                     events = log.read(organization, after, types, limit)
                     if not events:
-                        self.services.projector.wait_past(seen, remaining)
+                        self.projector.wait_past(seen, remaining)
             finally:
                 self.subscribers.leave()
         resp.media = {
@@ -79,15 +81,16 @@ class Events:
 
 
 class EventStream:
-    def __init__(self, services: Services, subscribers: Subscribers):
-        self.services = services
+    def __init__(self, log: EventLog, projector: Projector, subscribers: Subscribers):
+        self.log = log
+        self.projector = projector
         self.subscribers = subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         organization = principal_of(req).organization
         reject_unknown(req.params, {"after", "types"})
         cursor = single(req.params, "after") or req.get_header("Last-Event-ID")
-        after = _after(cursor, self.services)
+        after = _after(cursor, self.projector)
         types = _types(req)
         self.subscribers.admit()
         resp.content_type = "text/event-stream"
@@ -113,7 +116,7 @@ class Stream:
             self._resource.subscribers.leave()
 
     def _follow(self, organization: str, after: int, types: tuple) -> Iterator[bytes]:
-        log, projector = self._resource.services.event_log, self._resource.services.projector
+        log, projector = self._resource.log, self._resource.projector
         heartbeat = self._resource.subscribers.heartbeat_seconds
         yield b": connected\n\n"
         quiet_since = time.monotonic()
@@ -142,13 +145,13 @@ def _frame(event: Published) -> bytes:
     return frame.encode()
 
 
-def _after(cursor: str | None, services: Services) -> int:
+def _after(cursor: str | None, projector: Projector) -> int:
     """A resume position: none is the beginning, `latest` the live tail."""
     if not cursor:
         return 0
     if cursor == "latest":
-        services.projector.catch_up()
-        return services.projector.position()
+        projector.catch_up()
+        return projector.position()
     return decode_cursor(cursor, "after")
 
 
@@ -157,9 +160,9 @@ def _types(req: falcon.Request) -> tuple[str, ...]:
     if raw is None:
         return ()
     types = tuple(dict.fromkeys(t.strip() for t in raw.split(",")))
-    unknown = [t for t in types if t not in TYPES]
+    unknown = [t for t in types if t not in PUBLISHED]
     if unknown or not types:
-        raise error(400, f"types must be a comma-separated list of: {', '.join(TYPES)}.")
+        raise error(400, f"types must be a comma-separated list of: {', '.join(PUBLISHED)}.")
     return types
 
 

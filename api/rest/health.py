@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import falcon
 
-from titen.service.bootstrap import Services
+from titen.projections.store import ViewStore
 
 
 class Health:
     public = True
 
-    def __init__(self, services: Services):
-        self.services = services
+    def __init__(self, store: ViewStore):
+        self.store = store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         try:
-            self.services.store.query("SELECT 1 AS ok")
+            self.store.query("SELECT 1 AS ok")
         except Exception:
             resp.status = falcon.HTTP_503
             resp.media = {"error": {"code": "UNAVAILABLE", "message": "Database unreachable."}}

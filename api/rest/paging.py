@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import falcon
 
-from titen.api.rest.body import SINGLE_LINE
 from titen.api.rest.errors import error
+from titen.api.schemas import SINGLE_LINE
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500

@@ -7,7 +7,6 @@ from datetime import timedelta
 from eventsourcing.persistence import StoredEvent
 
 from titen.domain.lease import Lease
-from titen.service.auditor import Auditor
 
 ACQUIRED_TOPIC = "titen.domain.lease:Lease.Acquired"
 
@@ -44,7 +43,7 @@ def test_a_version_1_acquired_event_is_read_with_its_ttl_derived(services, clock
 
     loaded = app.repository.get(lease.id)
     assert loaded.term.lease_id == version_1["lease_id"]
-    audited = Auditor(services).lease("acme", version_1["lease_id"], None)
+    audited = services.auditor.lease("acme", version_1["lease_id"], None)
     assert (audited["ttl_seconds"], audited["purpose"]) == (600, "stored long ago")
 
     # Projections built from the old event agree with a rebuild, and the lease still works.

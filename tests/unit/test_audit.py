@@ -117,8 +117,8 @@ def test_a_handoff_as_created_and_as_resolved():
 
     resolved = handoff_history(events)
     assert resolved is not None
-    assert (resolved.status, resolved.resolved_at) == ("rejected", at(30))
-    assert resolved.handoff_id == handoff.handoff_id
+    assert (resolved.handoff.status, resolved.handoff.resolved_at) == ("rejected", at(30))
+    assert resolved.handoff.handoff_id == handoff.handoff_id
     assert [(s.type, s.by) for s in resolved.steps] == [
         ("handoff.created", "agent_a"),
         ("handoff.rejected", "agent_b"),
@@ -126,5 +126,9 @@ def test_a_handoff_as_created_and_as_resolved():
 
     pending = handoff_history(events, as_of=at(29))
     assert pending is not None
-    assert (pending.status, pending.resolved_at, len(pending.steps)) == ("pending", None, 1)
+    assert (pending.handoff.status, pending.handoff.resolved_at, len(pending.steps)) == (
+        "pending",
+        None,
+        1,
+    )
     assert handoff_history(events, as_of=at(-1)) is None

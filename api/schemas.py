@@ -1,0 +1,69 @@
+"""The JSON Schemas of the request bodies: one source for the REST validation and the MCP tools.
+
+Plain dictionaries built from the domain's bounds, with no validator library, so the MCP server
+(which publishes them as its tools' parameter schemas) loads none of the server's code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from titen.domain.limits import (
+    MAX_TTL_SECONDS,
+    MESSAGE_LENGTH,
+    MIN_TTL_SECONDS,
+    NAME_LENGTH,
+    PURPOSE_LENGTH,
+)
+from titen.domain.statuses import ACCEPTED, REJECTED
+
+# Stored text must survive both backends and the event store's UTF-8 encoding: no NUL or other
+# control characters, and no lone surrogates (JSON can carry "\ud800", UTF-8 cannot). Free text
+# may also hold tabs and line breaks. Anything else would be saved as an event that a projection
+# then cannot apply, so it is refused before any command runs.
+SINGLE_LINE = r"^[^\x00-\x1f\x7f\ud800-\udfff]*$"
+MULTI_LINE = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]*$"
+
+
+def text(max_length: int, *, multiline: bool = False) -> dict[str, Any]:
+    """Schema for a non-empty string field of safe text."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": max_length,
+        "pattern": MULTI_LINE if multiline else SINGLE_LINE,
+    }
+
+
+def body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """Schema for a JSON object with exactly these fields."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+ACQUIRE = body(
+    {
+        "resource_type": text(NAME_LENGTH),
+        "resource_id": text(NAME_LENGTH),
+        "purpose": text(PURPOSE_LENGTH, multiline=True),
+        "ttl_seconds": {"type": "integer", "minimum": MIN_TTL_SECONDS, "maximum": MAX_TTL_SECONDS},
+    },
+    required=["resource_type", "resource_id", "purpose", "ttl_seconds"],
+)
+CREATE_HANDOFF = body(
+    {
+        "to_principal": text(NAME_LENGTH),
+        "subject_id": text(NAME_LENGTH),
+        "context_id": text(NAME_LENGTH),
+        "checkpoint_id": text(NAME_LENGTH),
+        "message": text(MESSAGE_LENGTH, multiline=True),
+    },
+    required=["to_principal", "subject_id"],
+)
+RESOLVE_HANDOFF = body(
+    {"status": {"type": "string", "enum": [ACCEPTED, REJECTED]}}, required=["status"]
+)

@@ -1,0 +1,84 @@
+"""The handoff commands and queries as a caller makes them.
+
+Who may see or resolve a handoff, and the read-your-writes step after each command, live here
+once; the REST resources only translate HTTP to these calls.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from titen.domain.errors import NotFound
+from titen.domain.handoff import Handoff, public_id
+from titen.domain.ids import HANDOFF, to_uuid
+from titen.projections.inbox import Inbox, PendingHandoff
+from titen.projections.projector import Projector
+from titen.service.application import Titen
+from titen.service.keys import Keys, Principal
+
+
+class HandoffService:
+    def __init__(self, app: Titen, inbox: Inbox, keys: Keys, projector: Projector):
+        self.app = app
+        self.inbox = inbox
+        self.keys = keys
+        self.projector = projector
+
+    def create(
+        self,
+        caller: Principal,
+        *,
+        to_principal: str,
+        subject_id: str,
+        context_id: str | None,
+        checkpoint_id: str | None,
+        message: str | None,
+    ) -> Handoff:
+        """A pending handoff from the caller to another principal of its organization."""
+        committed = self.app.create_handoff(
+            organization=caller.organization,
+            from_principal=caller.name,
+            to_principal=to_principal,
+            subject_id=subject_id,
+            context_id=context_id,
+            checkpoint_id=checkpoint_id,
+            message=message,
+            is_principal=lambda name: self.keys.is_principal(caller.organization, name),
+        )
+        self.projector.reflect(committed.position)
+        return committed.value
+
+    def pending(
+        self, caller: Principal, *, after: int, limit: int, subject_id: str | None
+    ) -> list[PendingHandoff]:
+        """The caller's inbox: what others handed to it, never what it sent."""
+        return self.inbox.pending(
+            caller.organization, caller.name, after=after, limit=limit, subject_id=subject_id
+        )
+
+    def get(self, caller: Principal, handoff_id: str) -> Handoff:
+        """One handoff in any status, for its sender and its target; to anyone else, missing."""
+        missing = f"No handoff {handoff_id}."
+        handoff = self.app.get_handoff(_key(handoff_id, missing), missing)
+        if not handoff.visible_to(caller.organization, caller.name):
+            raise NotFound(missing)
+        return handoff
+
+    def resolve(self, caller: Principal, handoff_id: str, *, accept: bool) -> Handoff:
+        """Accept or reject, once, as the target."""
+        committed = self.app.resolve_handoff(
+            organization=caller.organization,
+            key=_key(handoff_id, f"No pending handoff {handoff_id}."),
+            by=caller.name,
+            accept=accept,
+        )
+        self.projector.reflect(committed.position)
+        return committed.value
+
+
+def _key(handoff_id: str, missing: str) -> UUID:
+    """The aggregate id inside a handoff id, accepted in its canonical (lowercase) form only."""
+    key = to_uuid(HANDOFF, handoff_id)
+    if key is None or public_id(key) != handoff_id:
+        raise NotFound(missing)
+    return key
