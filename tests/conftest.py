@@ -15,7 +15,7 @@ from titen.service.bootstrap import Services, bootstrap
 BACKENDS = ["sqlite", "postgres"]
 
 
-def _skip_or_fail_without_postgres() -> None:
+def skip_or_fail_without_postgres() -> None:
     reason = postgres_reason()
     if reason is None:
         return
@@ -30,7 +30,7 @@ def database(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/titen.db"
         return
-    _skip_or_fail_without_postgres()
+    skip_or_fail_without_postgres()
     with postgres_schema() as url:
         yield url
 
@@ -38,7 +38,7 @@ def database(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
 @pytest.fixture
 def postgres_database() -> Iterator[str]:
     """A fresh PostgreSQL schema, for what only PostgreSQL can show (several processes)."""
-    _skip_or_fail_without_postgres()
+    skip_or_fail_without_postgres()
     with postgres_schema() as url:
         yield url
 

@@ -76,6 +76,38 @@ def postgres_schema() -> Iterator[str]:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
+PREVIOUS_RELEASE = Path(__file__).parent / "fixtures" / "previous_release"
+
+
+def previous_release_manifest(backend: str) -> dict:
+    """What the previous release's fixture store holds, and how that release answered."""
+    return jsonlib.loads((PREVIOUS_RELEASE / f"manifest.{backend}.json").read_text())
+
+
+@contextmanager
+def previous_release_store(backend: str, folder: Path) -> Iterator[str]:
+    """A database URL on a fresh copy of the store the previous release wrote
+    (tests/fixtures/previous_release/README.md), so a test may change it freely."""
+    if backend == "sqlite":
+        copy = folder / "previous_release.db"
+        copy.write_bytes((PREVIOUS_RELEASE / "previous_release.db").read_bytes())
+        yield f"sqlite:///{copy}"
+        return
+    with postgres_schema() as url:
+        schema = url.rsplit("=", 1)[1]
+        dump = (PREVIOUS_RELEASE / "previous_release.pg.sql").read_text()
+        # psql meta-commands (\restrict) are not SQL; the rest runs as one script.
+        script = "\n".join(
+            line
+            for line in dump.replace("titen_fixture_prev", schema).splitlines()
+            if not line.startswith("\\")
+        )
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}"')
+            conn.execute(script)
+        yield url
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -1,0 +1,172 @@
+"""A store written by the previous release (before the `titen` namespace) keeps working.
+
+The fixture (tests/fixtures/previous_release/) holds leases, handoffs and keys in every state,
+with the old event topics (`domain.lease:Lease.Acquired`, …) and a Lease snapshot, and the
+answers that release gave. Today's code opens a copy of it, on each backend, and must answer the
+same and go on serving it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import falcon.testing
+import pytest
+
+from tests.conftest import BACKENDS, skip_or_fail_without_postgres
+from tests.support import (
+    FakeClock,
+    bearer,
+    previous_release_manifest,
+    previous_release_store,
+)
+from titen.api.rest.app import create_app
+from titen.domain.clock import parse_iso
+from titen.service.bootstrap import Services, bootstrap
+
+
+class Upgraded:
+    def __init__(self, services: Services, manifest: dict[str, Any]):
+        self.services = services
+        self.manifest = manifest
+        self.http = falcon.testing.TestClient(create_app(services))
+
+    def key(self, organization: str, principal: str) -> str:
+        return next(
+            k["key"]
+            for k in self.manifest["keys"]
+            if (k["organization"], k["principal"]) == (organization, principal)
+        )
+
+    def lease(self, state: str, resource_id: str) -> dict[str, Any]:
+        return next(
+            lease
+            for lease in self.manifest["leases"]
+            if (lease["state"], lease["resource_id"]) == (state, resource_id)
+        )
+
+    def handoff(self, status: str, **fields: Any) -> dict[str, Any]:
+        return next(
+            h
+            for h in self.manifest["handoffs"]
+            if h["status"] == status and all(h[name] == value for name, value in fields.items())
+        )
+
+    def acquire(self, principal: str, resource_type: str, resource_id: str) -> Any:
+        return self.http.simulate_post(
+            "/v1/leases",
+            headers=bearer(self.key("acme", principal)),
+            json={
+                "resource_type": resource_type,
+                "resource_id": resource_id,
+                "purpose": "after the upgrade",
+                "ttl_seconds": 600,
+            },
+        )
+
+
+@pytest.fixture(params=BACKENDS)
+def upgraded(request: pytest.FixtureRequest, tmp_path) -> Iterator[Upgraded]:
+    if request.param == "postgres":
+        skip_or_fail_without_postgres()
+    manifest = previous_release_manifest(request.param)
+    clock = FakeClock(parse_iso(manifest["clock"]["final"]).astimezone(UTC))
+    with previous_release_store(request.param, tmp_path) as url:
+        services = bootstrap(url, clock)
+        try:
+            yield Upgraded(services, manifest)
+        finally:
+            services.close()
+
+
+def includes(now: Any, then: Any) -> bool:
+    """Whether today's answer says everything the old one said (fields may be added)."""
+    if isinstance(then, dict):
+        return isinstance(now, dict) and all(
+            name in now and includes(now[name], value) for name, value in then.items()
+        )
+    if isinstance(then, list):
+        return (
+            isinstance(now, list)
+            and len(now) == len(then)
+            and all(includes(a, b) for a, b in zip(now, then, strict=True))
+        )
+    return now == then
+
+
+def test_the_log_and_the_audit_read_as_the_previous_release_answered(upgraded: Upgraded):
+    answers = upgraded.manifest["answers"]
+    assert sum(len(paths) for paths in answers.values()) > 10
+    for organization, paths in answers.items():
+        for path, then in paths.items():
+            key = upgraded.key(organization, then["as"])
+            now = upgraded.http.simulate_get(path, headers=bearer(key))
+            assert now.status_code == then["status"], path
+            assert includes(now.json, then["body"]), path
+
+
+def test_an_old_lease_still_conflicts_and_releases(upgraded: Upgraded):
+    held = upgraded.lease("active", "checkout-service")
+    assert held["organization"] == "acme"
+
+    refused = upgraded.acquire("agent_b", "deploy", "checkout-service")
+    assert refused.status_code == 409
+    expiry = datetime.fromisoformat(held["expires_at"]).isoformat(timespec="milliseconds")
+    assert refused.json["error"]["message"] == (
+        f"Resource is leased by another principal until {expiry.replace('+00:00', 'Z')}."
+    )
+
+    released = upgraded.http.simulate_delete(
+        f"/v1/leases/{held['lease_id']}", headers=bearer(upgraded.key("acme", "agent_a"))
+    )
+    assert released.status_code == 200
+    assert upgraded.acquire("agent_b", "deploy", "checkout-service").status_code == 201
+
+
+def test_old_terms_end_as_they_would_have(upgraded: Upgraded):
+    superseded = upgraded.lease("superseded", "search-rebuild")
+    gone = upgraded.http.simulate_delete(
+        f"/v1/leases/{superseded['lease_id']}", headers=bearer(upgraded.key("acme", "agent_a"))
+    )
+    assert gone.status_code == 404
+
+    expired = upgraded.lease("expired_unreleased", "weekly-digest")
+    assert expired["holder"] == "agent_b"
+    assert upgraded.acquire("agent_a", "report", "weekly-digest").status_code == 201
+
+    # The resource whose history starts from a snapshot written by the old release.
+    assert upgraded.acquire("agent_a", "queue", "orders-consumer").status_code == 201
+    assert upgraded.acquire("agent_b", "queue", "orders-consumer").status_code == 409
+
+
+def test_an_old_pending_handoff_resolves_once(upgraded: Upgraded):
+    pending = upgraded.handoff("pending", organization="acme", to_principal="agent_reviewer")
+    reviewer = bearer(upgraded.key("acme", "agent_reviewer"))
+    inbox = upgraded.http.simulate_get("/v1/handoffs", headers=reviewer).json["data"]
+    assert pending["handoff_id"] in [h["handoff_id"] for h in inbox["handoffs"]]
+
+    path = f"/v1/handoffs/{pending['handoff_id']}/resolve"
+    accepted = upgraded.http.simulate_post(path, headers=reviewer, json={"status": "accepted"})
+    assert accepted.status_code == 200
+    assert accepted.json["data"]["status"] == "accepted"
+    again = upgraded.http.simulate_post(path, headers=reviewer, json={"status": "rejected"})
+    assert again.status_code == 404
+
+    resolved = upgraded.handoff("accepted", organization="acme")
+    sender = bearer(upgraded.key("acme", resolved["from_principal"]))
+    shown = upgraded.http.simulate_get(f"/v1/handoffs/{resolved['handoff_id']}", headers=sender)
+    assert shown.json["data"]["status"] == "accepted"
+
+
+def test_old_keys_authenticate_and_a_revoked_one_does_not(upgraded: Upgraded):
+    for key in upgraded.manifest["keys"]:
+        answer = upgraded.http.simulate_get("/v1/handoffs", headers=bearer(key["key"]))
+        assert answer.status_code == (401 if key["revoked"] else 200), key["principal"]
+
+
+def test_the_old_read_models_equal_a_rebuild_from_the_old_log(upgraded: Upgraded):
+    projector = upgraded.services.projector
+    for name in projector.projections:
+        assert projector.verify(name) is None, name
