@@ -1,9 +1,15 @@
-"""Fixtures: every API test runs on SQLite and on PostgreSQL, through real HTTP."""
+"""Fixtures shared by every layer: each test that takes `database` runs on SQLite and on
+PostgreSQL; `services`, `client` (falcon.testing, in-process) and `key` build on it.
+
+Layers: tests/unit (no I/O), tests/integration (real databases), tests/api (the REST app
+in-process), tests/e2e (real `titen` processes, marked `slow`: `pytest -m "not slow"` skips them).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import falcon.testing
 import pytest
@@ -13,6 +19,14 @@ from titen.api.rest.app import create_app
 from titen.service.bootstrap import Services, bootstrap
 
 BACKENDS = ["sqlite", "postgres"]
+E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that runs real processes is `slow`."""
+    for item in items:
+        if E2E in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.slow)
 
 
 def skip_or_fail_without_postgres() -> None:

@@ -10,19 +10,30 @@ import logging
 import sys
 
 from titen.api.cli import agent, audit, keys, projections, serve
+from titen.storage.database import BadDatabaseURL
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    from titen.service.keys import KeyRefused
-    from titen.storage.database import BadDatabaseURL
-
     try:
         return args.run(args)
-    except (BadDatabaseURL, KeyRefused) as exc:
+    except Exception as exc:
+        if not _refusal(exc):
+            raise
         print(f"titen: {exc}", file=sys.stderr)
         return 2
+
+
+def _refusal(exc: Exception) -> bool:
+    """Whether a command was refused for a reason its message states (exit 2, no traceback).
+
+    The key store is imported only here, once something failed, so that commands which never
+    open a store load no database driver.
+    """
+    from titen.service.keys import KeyRefused
+
+    return isinstance(exc, BadDatabaseURL | KeyRefused)
 
 
 def _parser() -> argparse.ArgumentParser:

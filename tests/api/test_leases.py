@@ -17,16 +17,6 @@ ACQUIRE = {
 }
 
 
-@pytest.fixture
-def alice(key):
-    return key("acme", "agent_alice")
-
-
-@pytest.fixture
-def bob(key):
-    return key("acme", "agent_bob")
-
-
 def acquire(client, key, **changes):
     return client.simulate_post("/v1/leases", json={**ACQUIRE, **changes}, headers=bearer(key))
 

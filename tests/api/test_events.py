@@ -14,16 +14,6 @@ ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p",
 ENVELOPE = {"specversion", "id", "source", "type", "time", "subject", "datacontenttype", "data"}
 
 
-@pytest.fixture
-def alice(key):
-    return key("acme", "agent_alice")
-
-
-@pytest.fixture
-def bob(key):
-    return key("acme", "agent_bob")
-
-
 def events(client, key, **params):
     query = "&".join(f"{k}={v}" for k, v in params.items())
     result = client.simulate_get(f"/v1/events?{query}", headers=bearer(key))

@@ -9,16 +9,6 @@ import pytest
 from tests.support import bearer
 
 
-@pytest.fixture
-def sender(key):
-    return key("acme", "agent_sender")
-
-
-@pytest.fixture
-def reviewer(key):
-    return key("acme", "agent_reviewer")
-
-
 def hand(client, key, subject: str, to: str = "agent_reviewer") -> str:
     result = client.simulate_post(
         "/v1/handoffs", json={"to_principal": to, "subject_id": subject}, headers=bearer(key)

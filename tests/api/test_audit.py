@@ -12,21 +12,6 @@ RESOURCE = {"resource_type": "deploy", "resource_id": "checkout"}
 
 
 @pytest.fixture
-def alice(key):
-    return key("acme", "agent_alice")
-
-
-@pytest.fixture
-def bob(key):
-    return key("acme", "agent_bob")
-
-
-@pytest.fixture
-def ops(key):
-    return key("acme", "ops", role="operator")
-
-
-@pytest.fixture
 def umbra_ops(key):
     return key("umbra", "ops", role="operator")
 

@@ -27,16 +27,6 @@ NOT_TARGET = {
 
 
 @pytest.fixture
-def sender(key):
-    return key("acme", "agent_sender")
-
-
-@pytest.fixture
-def reviewer(key):
-    return key("acme", "agent_reviewer")
-
-
-@pytest.fixture
 def bystander(key):
     return key("acme", "agent_bystander")
 

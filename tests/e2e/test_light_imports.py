@@ -1,0 +1,51 @@
+"""What an agent and a quick command load: the client and `titen --help` stay free of the server.
+
+Each check runs in a fresh interpreter, since this test process has loaded everything already.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+SERVER_SIDE = ("falcon", "waitress", "eventsourcing", "psycopg", "sqlite3", "jsonschema")
+MEASURE = """
+import json, sys, time
+started = time.perf_counter()
+{statement}
+elapsed = time.perf_counter() - started
+print(json.dumps({{"seconds": elapsed, "loaded": [m for m in {heavy!r} if m in sys.modules]}}))
+"""
+
+
+def loads(statement: str) -> dict:
+    script = MEASURE.format(statement=statement, heavy=SERVER_SIDE)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_client_imports_fast_and_loads_nothing_of_the_server():
+    measured = loads("from titen.client import LeaseConflict, TitenClient")
+    assert measured["loaded"] == []
+    assert measured["seconds"] < 0.3
+
+
+def test_help_loads_no_database_driver_or_web_framework():
+    statement = (
+        "from titen.api.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    )
+    assert loads(statement)["loaded"] == []
+
+
+def test_verifying_an_export_loads_no_database_driver_or_web_framework(tmp_path):
+    export = tmp_path / "empty.jsonl"
+    export.write_text("")
+    statement = (
+        "from titen.api.cli.main import main\n"
+        f"try:\n    main(['audit', 'verify', {str(export)!r}])\nexcept SystemExit:\n    pass"
+    )
+    assert loads(statement)["loaded"] == []
