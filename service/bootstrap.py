@@ -44,16 +44,16 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
     """Open the store at `url`, creating its schema on first use."""
     register_legacy_topics()
     database = parse(url)
-    database.ensure_schema()
     clock = clock or SystemClock()
-    app = Titen(database.env(pool_size), clock)
-    store = open_store(app)
-    lease_index = LeaseIndex(store)
-    inbox = Inbox(store)
-    event_log = EventLog(store)
-    lease_directory = LeaseDirectory(store)
-    projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
-    keys = Keys(store, clock)
+    with database.migrating():  # everything below creates its tables if they are missing
+        app = Titen(database.env(pool_size), clock)
+        store = open_store(app)
+        lease_index = LeaseIndex(store)
+        inbox = Inbox(store)
+        event_log = EventLog(store)
+        lease_directory = LeaseDirectory(store)
+        projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
+        keys = Keys(store, clock)
     return Services(
         database=database,
         clock=clock,

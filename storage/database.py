@@ -6,6 +6,8 @@ and `postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=NAME]` are understo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -76,17 +78,30 @@ class Database:
             "POSTGRES_CONNECT_TIMEOUT": "5",
         }
 
-    def ensure_schema(self) -> None:
-        """Create the PostgreSQL schema named in the URL; the library expects it to exist."""
-        if self.kind != "postgres" or not self.schema:
+    @contextmanager
+    def migrating(self) -> Iterator[None]:
+        """Hold the store's schema lock while its tables are created or changed.
+
+        Server processes started together on one PostgreSQL database would otherwise create
+        the library's types and tables at once (a unique violation in pg_type) or alter the same
+        table at once (a deadlock). Under a session advisory lock named for the schema they do it
+        one after another; the later ones find everything there. The PostgreSQL schema named in
+        the URL is created first, as the library expects it to exist. SQLite serialises schema
+        changes under its own write lock.
+        """
+        if self.kind != "postgres":
+            yield
             return
         import psycopg
         from psycopg import sql
 
         with psycopg.connect(self.conninfo(), autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
-            )
+            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [f"titen:{self.schema}"])
+            if self.schema:
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+                )
+            yield  # the lock ends with the connection
 
     def conninfo(self) -> str:
         from psycopg.conninfo import make_conninfo
