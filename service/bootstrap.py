@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from titen.domain.clock import Clock, SystemClock
 from titen.projections.event_log import EventLog
 from titen.projections.inbox import Inbox
-from titen.projections.lease_directory import LeaseDirectory
+from titen.projections.lease_directory import LeaseDirectory, LeaseEntry
 from titen.projections.lease_index import LeaseIndex
 from titen.projections.projector import Projector
 from titen.projections.store import ViewStore, open_store
@@ -32,6 +32,18 @@ class Services:
 
     def close(self) -> None:
         self.app.close()
+
+    def find_lease(self, lease_id: str) -> LeaseEntry | None:
+        """Which resource's events hold a lease, catching up once if the directory lacks it.
+
+        A lease begun in another process a moment ago may not have reached this process's
+        projections yet; an id that is still unknown after the catch-up never began.
+        """
+        entry = self.lease_directory.find(lease_id)
+        if entry is None:
+            self.projector.catch_up()
+            entry = self.lease_directory.find(lease_id)
+        return entry
 
 
 def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Services:

@@ -1,6 +1,12 @@
-"""POST /v1/leases (acquire) and DELETE /v1/leases/{lease_id} (release)."""
+"""POST /v1/leases (acquire), GET /v1/leases/{lease_id} (check) and DELETE (release).
+
+The GET is what a holder asks right before its destructive step: it answers only while the
+lease is the resource's current term, read from the event log, with its fencing token.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import falcon
 
@@ -8,7 +14,7 @@ from titen.api.rest.auth import principal_of
 from titen.api.rest.body import obj, read_json, text
 from titen.api.rest.errors import error
 from titen.domain.clock import iso
-from titen.domain.lease import MAX_TTL_SECONDS, MIN_TTL_SECONDS
+from titen.domain.lease import MAX_TTL_SECONDS, MIN_TTL_SECONDS, Holding, has_expired
 from titen.service.bootstrap import Services
 
 ACQUIRE = obj(
@@ -43,6 +49,7 @@ class Leases:
             "data": {
                 "lease_id": committed.value.lease_id,
                 "expires_at": iso(committed.value.expires_at),
+                "fencing_token": committed.value.fencing_token,
             }
         }
 
@@ -50,6 +57,20 @@ class Leases:
 class Lease:
     def __init__(self, services: Services):
         self.services = services
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
+        caller = principal_of(req)
+        found = self.services.find_lease(lease_id)
+        if found is None or found.organization != caller.organization:
+            raise error(404, f"No unreleased lease {lease_id}.")
+        holding = self.services.app.lease_holding(
+            lease_key=found.lease_key,
+            lease_id=lease_id,
+            by=caller.name,
+            as_operator=caller.is_operator,
+        )
+        expired = has_expired(holding.expires_at, self.services.clock.now())
+        resp.media = {"data": holding_view(holding, expired=expired)}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
         caller = principal_of(req)
@@ -64,3 +85,18 @@ class Lease:
         )
         self.services.projector.reflect(committed.position)
         resp.media = {"data": {"lease_id": lease_id, "released_at": iso(committed.value)}}
+
+
+def holding_view(holding: Holding, *, expired: bool) -> dict[str, Any]:
+    """A current lease on the wire; `expired` since nothing sweeps an expired, unreplaced one."""
+    return {
+        "lease_id": holding.lease_id,
+        "resource_type": holding.resource_type,
+        "resource_id": holding.resource_id,
+        "holder": holding.holder,
+        "purpose": holding.purpose,
+        "acquired_at": iso(holding.acquired_at),
+        "expires_at": iso(holding.expires_at),
+        "fencing_token": holding.fencing_token,
+        "expired": expired,
+    }
