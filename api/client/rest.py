@@ -118,7 +118,7 @@ class TitenClient:
             "ttl_seconds": ttl_seconds,
         }
         data = self._request("POST", "/v1/leases", json=body)
-        return Lease(data["lease_id"], instant(data["expires_at"]))
+        return Lease(data["lease_id"], instant(data["expires_at"]), data["fencing_token"])
 
     def release_lease(self, lease_id: str) -> datetime:
         """Release and return `released_at`; `NotFound` if it was already released or replaced."""

@@ -14,6 +14,9 @@ from typing import Any
 class Lease:
     lease_id: str
     expires_at: datetime
+    fencing_token: int
+    """1 for the resource's first acquire, one more for each later one: hand it to the system
+    the work writes to, so it can refuse a holder whose lease was since taken (docs/leases.md)."""
 
 
 @dataclass(frozen=True)
