@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json as jsonlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +24,8 @@ POSTGRES_URL = os.environ.get(
     "TITEN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 TITEN = str(Path(sys.executable).with_name("titen"))
+PREVIOUS_RELEASE = Path(__file__).parent / "fixtures" / "previous_release"
+PREVIOUS_RELEASE_SCHEMA = "titen_fixture_prev"
 
 
 class FakeClock:
@@ -74,6 +77,41 @@ def postgres_schema() -> Iterator[str]:
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@contextmanager
+def previous_release_store(backend: str) -> Iterator[str]:
+    """A database URL on a fresh copy of the store the previous release wrote (`backend` is
+    "sqlite" or "postgres"); what it holds is `previous_release_manifest(backend)`.
+
+    The fixture itself is never opened: tests change what they open. The PostgreSQL dump names
+    its schema in identifiers and inside a function body, so the copy replaces the name in the
+    text (fixtures/previous_release/README.md) and runs it without psql's meta-commands.
+    """
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory() as directory:
+            copy = shutil.copy(PREVIOUS_RELEASE / "previous_release.db", directory)
+            yield f"sqlite:///{copy}"
+        return
+    schema = f"titen_test_{uuid.uuid4().hex[:12]}"
+    text = (PREVIOUS_RELEASE / "previous_release.pg.sql").read_text()
+    script = "\n".join(
+        line
+        for line in text.replace(PREVIOUS_RELEASE_SCHEMA, schema).splitlines()
+        if not line.startswith("\\")
+    )
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(script)  # one script: the data are INSERT statements, not COPY
+    try:
+        yield f"{POSTGRES_URL}?schema={schema}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def previous_release_manifest(backend: str) -> dict:
+    """What `previous_release_store(backend)` holds and how the previous release answered."""
+    return jsonlib.loads((PREVIOUS_RELEASE / f"manifest.{backend}.json").read_text())
 
 
 def free_port() -> int:
