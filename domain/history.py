@@ -52,6 +52,7 @@ class LeaseTerm:
     acquired_at: datetime
     expires_at: datetime
     ttl_seconds: int
+    fencing_token: int
     released_at: datetime | None = None
     released_by: str | None = None
     ended: str | None = None
@@ -162,6 +163,7 @@ def _begin(event: Any) -> LeaseTerm:
         acquired_at=event.acquired_at,
         expires_at=event.expires_at,
         ttl_seconds=event.ttl_seconds,
+        fencing_token=event.fencing_token,
     )
     term.steps.append(Step(event_type(event), event.acquired_at, event.holder))
     return term

@@ -4,6 +4,10 @@ One aggregate per (organization, resource_type, resource_id), with a determinist
 acquires of the same resource race on the same aggregate version and the event store's
 optimistic concurrency lets exactly one of them win. Each term is recorded as events: how it
 began (Acquired) and how it ended (Released, Superseded or ReplacedAfterExpiry).
+
+Every term gets a fencing token: 1 for the first acquire of the resource, one more for each
+later one, so a downstream system that remembers the highest token it has seen can refuse a
+holder that was paused past its TTL while someone else took the resource (docs/leases.md).
 """
 
 from __future__ import annotations
@@ -33,6 +37,39 @@ class Term:
     expires_at: datetime
 
 
+@dataclass(frozen=True)
+class Holding:
+    """A current term as its holder is told about it: with its resource and fencing token."""
+
+    lease_id: str
+    resource_type: str
+    resource_id: str
+    holder: str
+    purpose: str
+    acquired_at: datetime
+    expires_at: datetime
+    fencing_token: int
+
+
+def has_expired(expires_at: datetime, now: datetime) -> bool:
+    """Expiry is inclusive: at `expires_at` the lease has expired (docs/leases.md)."""
+    return now >= expires_at
+
+
+def terms_begun(version: int) -> int:
+    """How many terms had begun on a resource once its Lease reached `version`.
+
+    Registered is version 1; each term records its Acquired event and, once it ends, exactly one
+    ending event, and a term begins only when none is current (in the same command as the ending
+    when it supersedes or replaces one). So the n-th Acquired is version 2n, and version // 2
+    counts the acquires so far. Being a pure function of the resource's history, it gives events
+    stored before tokens existed the tokens they would have had; being derived rather than kept
+    in the aggregate's state, it leaves snapshots in the shape older releases wrote (a snapshot's
+    upcast is not told the snapshot's version, so a stored counter could not be derived there).
+    """
+    return version // 2
+
+
 class Lease(Aggregate):
     @staticmethod
     def create_id(organization: str, resource_type: str, resource_id: str) -> UUID:
@@ -47,13 +84,13 @@ class Lease(Aggregate):
 
     def acquire(
         self, *, lease_id: str, holder: str, purpose: str, now: datetime, ttl_seconds: int
-    ) -> Term:
+    ) -> Holding:
         """Start a new term, ending the current one if it is the holder's own or has expired."""
         if not MIN_TTL_SECONDS <= ttl_seconds <= MAX_TTL_SECONDS:
             raise ValueError(f"ttl_seconds out of range: {ttl_seconds}")
         current = self.term
         if current is not None:
-            if now >= current.expires_at:
+            if has_expired(current.expires_at, now):
                 self._replace_after_expiry(lease_id=current.lease_id, ended_at=now)
             elif current.holder == holder:
                 self._supersede(lease_id=current.lease_id, ended_at=now)
@@ -69,17 +106,22 @@ class Lease(Aggregate):
             acquired_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds),
             ttl_seconds=ttl_seconds,
+            fencing_token=terms_begun(self.version) + 1,
         )
-        assert self.term is not None
-        return self.term
+        return self._holding()
+
+    def holding(self, *, lease_id: str, by: str, as_operator: bool) -> Holding:
+        """The current term if it is `lease_id` and `by` may see it (its holder or an operator).
+
+        Anything else — an ended, superseded or replaced lease, or another principal's — is
+        NotFound, exactly as for release, so asking tells a stranger nothing.
+        """
+        self._visible(lease_id=lease_id, by=by, as_operator=as_operator)
+        return self._holding()
 
     def release(self, *, lease_id: str, by: str, as_operator: bool, now: datetime) -> None:
         """End the current term; the holder or an operator may, anyone else finds nothing."""
-        current = self.term
-        if current is None or current.lease_id != lease_id:
-            raise NotFound(f"No unreleased lease {lease_id}.")
-        if current.holder != by and not as_operator:
-            raise NotFound(f"No unreleased lease {lease_id}.")
+        current = self._visible(lease_id=lease_id, by=by, as_operator=as_operator)
         self._release(
             lease_id=lease_id,
             released_at=now,
@@ -87,15 +129,39 @@ class Lease(Aggregate):
             by_operator=current.holder != by,
         )
 
+    def _visible(self, *, lease_id: str, by: str, as_operator: bool) -> Term:
+        current = self.term
+        if current is None or current.lease_id != lease_id:
+            raise NotFound(f"No unreleased lease {lease_id}.")
+        if current.holder != by and not as_operator:
+            raise NotFound(f"No unreleased lease {lease_id}.")
+        return current
+
+    def _holding(self) -> Holding:
+        """The current term; it is the newest, so its token is the count of terms begun."""
+        term = self.term
+        assert term is not None
+        return Holding(
+            lease_id=term.lease_id,
+            resource_type=self.resource_type,
+            resource_id=self.resource_id,
+            holder=term.holder,
+            purpose=term.purpose,
+            acquired_at=term.acquired_at,
+            expires_at=term.expires_at,
+            fencing_token=terms_begun(self.version),
+        )
+
     class Acquired(Aggregate.Event):
         """A term began. Version 2 added `ttl_seconds`, the lifetime the holder asked for.
 
         Version 1 recorded only the resulting `expires_at`; an audit shows what was asked, so
         version 2 records it, and a stored version 1 event is read with the same value derived
-        from its two instants (see docs/events.md).
+        from its two instants (see docs/events.md). Version 3 added `fencing_token`; an older
+        event gets the token its position in the resource's history implies.
         """
 
-        class_version = 2
+        class_version = 3
 
         lease_id: str
         organization: str
@@ -106,11 +172,16 @@ class Lease(Aggregate):
         acquired_at: datetime
         expires_at: datetime
         ttl_seconds: int
+        fencing_token: int
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             lifetime = state["expires_at"] - state["acquired_at"]
             state["ttl_seconds"] = int(lifetime.total_seconds())
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            state["fencing_token"] = terms_begun(state["originator_version"])
 
     @event(Acquired)
     def _acquire(
@@ -124,6 +195,7 @@ class Lease(Aggregate):
         acquired_at: datetime,
         expires_at: datetime,
         ttl_seconds: int,
+        fencing_token: int,
     ) -> None:
         self.term = Term(lease_id, holder, purpose, acquired_at, expires_at)
 

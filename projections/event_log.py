@@ -138,4 +138,5 @@ def _lease_data(event: Any) -> dict[str, Any]:
         "holder": event.holder,
         "acquired_at": iso(event.acquired_at),
         "expires_at": iso(event.expires_at),
+        "fencing_token": event.fencing_token,
     }

@@ -19,7 +19,7 @@ from titen.domain.clock import Clock
 from titen.domain.errors import Contention, InvalidField, NotFound
 from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import LEASE, new_id
-from titen.domain.lease import Lease, Term
+from titen.domain.lease import Holding, Lease, Term
 from titen.storage.group_commit import GroupCommit
 
 T = TypeVar("T")
@@ -69,24 +69,35 @@ class Titen(Application[UUID]):
         resource_id: str,
         purpose: str,
         ttl_seconds: int,
-    ) -> Committed[Term]:
+    ) -> Committed[Holding]:
         key = Lease.create_id(organization, resource_type, resource_id)
 
-        def attempt() -> tuple[Term, Lease]:
+        def attempt() -> tuple[Holding, Lease]:
             try:
                 lease: Lease = self.repository.get(key)
             except AggregateNotFoundError:
                 lease = Lease(organization, resource_type, resource_id)
-            term = lease.acquire(
+            holding = lease.acquire(
                 lease_id=new_id(LEASE),
                 holder=holder,
                 purpose=purpose,
                 now=self.clock.now(),
                 ttl_seconds=ttl_seconds,
             )
-            return term, lease
+            return holding, lease
 
         return self._retrying(attempt)
+
+    def lease_holding(
+        self, *, lease_key: UUID, lease_id: str, by: str, as_operator: bool
+    ) -> Holding:
+        """The current term of a resource if it is `lease_id` and `by` may see it, from the log.
+
+        Read from the event store rather than a projection, so a holder checking right before its
+        destructive step is never told about a lease that has already been superseded or replaced.
+        """
+        lease: Lease = self._get(lease_key)
+        return lease.holding(lease_id=lease_id, by=by, as_operator=as_operator)
 
     def release_lease(
         self, *, lease_key: UUID, lease_id: str, by: str, as_operator: bool

@@ -8,7 +8,7 @@ reported is always read from the log.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -26,8 +26,7 @@ from titen.domain.history import (
 )
 from titen.domain.ids import HANDOFF, to_uuid
 from titen.domain.lease import Lease
-from titen.projections.lease_directory import LeaseDirectory, LeaseEntry
-from titen.projections.projector import Projector
+from titen.projections.lease_directory import LeaseEntry
 from titen.service.application import Titen
 
 BATCH = 500
@@ -35,10 +34,9 @@ ENVELOPE = ("originator_id", "originator_version", "timestamp")
 
 
 class Auditor:
-    def __init__(self, app: Titen, directory: LeaseDirectory, projector: Projector):
+    def __init__(self, app: Titen, find_lease: Callable[[str], LeaseEntry | None]):
         self.app = app
-        self.directory = directory
-        self.projector = projector
+        self.find_lease = find_lease
 
     def resource(
         self, organization: str, resource_type: str, resource_id: str, as_of: datetime | None
@@ -56,7 +54,7 @@ class Auditor:
     def lease(self, organization: str, lease_id: str, as_of: datetime | None) -> dict[str, Any]:
         """One lease's term and its events; NotFound in another organization or before it."""
         missing = NotFound(f"No lease {lease_id}.")
-        entry = self._find(lease_id)
+        entry = self.find_lease(lease_id)
         if entry is None or entry.organization != organization:
             raise missing
         history = resource_history(self.app.events.get(entry.lease_key), as_of)
@@ -115,13 +113,6 @@ class Auditor:
                     }
             position = batch[-1].id
 
-    def _find(self, lease_id: str) -> LeaseEntry | None:
-        entry = self.directory.find(lease_id)
-        if entry is None:
-            self.projector.catch_up()  # it may have begun in another process a moment ago
-            entry = self.directory.find(lease_id)
-        return entry
-
 
 def _term(term: LeaseTerm) -> dict[str, Any]:
     return {
@@ -131,6 +122,7 @@ def _term(term: LeaseTerm) -> dict[str, Any]:
         "acquired_at": iso(term.acquired_at),
         "expires_at": iso(term.expires_at),
         "ttl_seconds": term.ttl_seconds,
+        "fencing_token": term.fencing_token,
         "released_at": _instant(term.released_at),
         "released_by": term.released_by,
         "ended": term.ended,

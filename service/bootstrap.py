@@ -54,6 +54,7 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         lease_directory = LeaseDirectory(store)
         projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
         keys = Keys(store, clock)
+    leases = LeaseService(app, lease_index, lease_directory, projector, clock)
     return Services(
         database=database,
         clock=clock,
@@ -65,7 +66,7 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         event_log=event_log,
         lease_directory=lease_directory,
         keys=keys,
-        leases=LeaseService(app, lease_index, projector),
+        leases=leases,
         handoffs=HandoffService(app, inbox, keys, projector),
-        auditor=Auditor(app, lease_directory, projector),
+        auditor=Auditor(app, leases.find),
     )

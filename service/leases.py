@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from titen.domain.clock import Clock
 from titen.domain.errors import NotFound
-from titen.domain.lease import Term
+from titen.domain.lease import Holding, has_expired
+from titen.projections.lease_directory import LeaseDirectory, LeaseEntry
 from titen.projections.lease_index import LeaseIndex
 from titen.projections.projector import Projector
 from titen.service.application import Titen
@@ -18,14 +20,23 @@ from titen.service.keys import Principal
 
 
 class LeaseService:
-    def __init__(self, app: Titen, index: LeaseIndex, projector: Projector):
+    def __init__(
+        self,
+        app: Titen,
+        index: LeaseIndex,
+        directory: LeaseDirectory,
+        projector: Projector,
+        clock: Clock,
+    ):
         self.app = app
         self.index = index
+        self.directory = directory
         self.projector = projector
+        self.clock = clock
 
     def acquire(
         self, caller: Principal, *, resource_type: str, resource_id: str, purpose: str, ttl: int
-    ) -> Term:
+    ) -> Holding:
         """Take the resource for `ttl` seconds, superseding the caller's own unexpired lease."""
         committed = self.app.acquire_lease(
             organization=caller.organization,
@@ -54,3 +65,34 @@ class LeaseService:
         )
         self.projector.reflect(committed.position)
         return committed.value
+
+    def get(self, caller: Principal, lease_id: str) -> tuple[Holding, bool]:
+        """The caller's current lease (any of the organization's, as an operator) and whether
+        it has expired; NotFound once it ended or a later acquire replaced it.
+
+        Read from the event store rather than a projection, so a holder checking right before
+        its destructive step is never told about a lease that was already superseded.
+        """
+        missing = NotFound(f"No unreleased lease {lease_id}.")
+        found = self.find(lease_id)
+        if found is None or found.organization != caller.organization:
+            raise missing
+        holding = self.app.lease_holding(
+            lease_key=found.lease_key,
+            lease_id=lease_id,
+            by=caller.name,
+            as_operator=caller.is_operator,
+        )
+        return holding, has_expired(holding.expires_at, self.clock.now())
+
+    def find(self, lease_id: str) -> LeaseEntry | None:
+        """Which resource's events hold a lease, catching up once if the directory lacks it.
+
+        A lease begun in another process a moment ago may not have reached this process's
+        projections yet; an id that is still unknown after the catch-up never began.
+        """
+        entry = self.directory.find(lease_id)
+        if entry is None:
+            self.projector.catch_up()
+            entry = self.directory.find(lease_id)
+        return entry

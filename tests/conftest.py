@@ -14,7 +14,13 @@ from pathlib import Path
 import falcon.testing
 import pytest
 
-from tests.support import FakeClock, postgres_reason, postgres_schema
+from tests.support import (
+    FakeClock,
+    postgres_reason,
+    postgres_schema,
+    previous_release_manifest,
+    previous_release_store,
+)
 from titen.api.rest.app import create_app
 from titen.service.bootstrap import Services, bootstrap
 
@@ -55,6 +61,15 @@ def postgres_database() -> Iterator[str]:
     skip_or_fail_without_postgres()
     with postgres_schema() as url:
         yield url
+
+
+@pytest.fixture(params=BACKENDS)
+def previous_release(request: pytest.FixtureRequest) -> Iterator[tuple[str, dict]]:
+    """A copy of the store the previous release wrote, on each backend, and its manifest."""
+    if request.param == "postgres":
+        skip_or_fail_without_postgres()
+    with previous_release_store(request.param) as url:
+        yield url, previous_release_manifest(request.param)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json as jsonlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,6 +24,8 @@ POSTGRES_URL = os.environ.get(
     "TITEN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 TITEN = str(Path(sys.executable).with_name("titen"))
+PREVIOUS_RELEASE = Path(__file__).parent / "fixtures" / "previous_release"
+PREVIOUS_RELEASE_SCHEMA = "titen_fixture_prev"
 
 
 class FakeClock:
@@ -76,36 +79,39 @@ def postgres_schema() -> Iterator[str]:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-PREVIOUS_RELEASE = Path(__file__).parent / "fixtures" / "previous_release"
+@contextmanager
+def previous_release_store(backend: str) -> Iterator[str]:
+    """A database URL on a fresh copy of the store the previous release wrote (`backend` is
+    "sqlite" or "postgres"); what it holds is `previous_release_manifest(backend)`.
+
+    The fixture itself is never opened: tests change what they open. The PostgreSQL dump names
+    its schema in identifiers and inside a function body, so the copy replaces the name in the
+    text (fixtures/previous_release/README.md) and runs it without psql's meta-commands.
+    """
+    if backend == "sqlite":
+        with tempfile.TemporaryDirectory() as directory:
+            copy = shutil.copy(PREVIOUS_RELEASE / "previous_release.db", directory)
+            yield f"sqlite:///{copy}"
+        return
+    schema = f"titen_test_{uuid.uuid4().hex[:12]}"
+    text = (PREVIOUS_RELEASE / "previous_release.pg.sql").read_text()
+    script = "\n".join(
+        line
+        for line in text.replace(PREVIOUS_RELEASE_SCHEMA, schema).splitlines()
+        if not line.startswith("\\")
+    )
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(script)  # one script: the data are INSERT statements, not COPY
+    try:
+        yield f"{POSTGRES_URL}?schema={schema}"
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def previous_release_manifest(backend: str) -> dict:
-    """What the previous release's fixture store holds, and how that release answered."""
+    """What `previous_release_store(backend)` holds and how the previous release answered."""
     return jsonlib.loads((PREVIOUS_RELEASE / f"manifest.{backend}.json").read_text())
-
-
-@contextmanager
-def previous_release_store(backend: str, folder: Path) -> Iterator[str]:
-    """A database URL on a fresh copy of the store the previous release wrote
-    (tests/fixtures/previous_release/README.md), so a test may change it freely."""
-    if backend == "sqlite":
-        copy = folder / "previous_release.db"
-        copy.write_bytes((PREVIOUS_RELEASE / "previous_release.db").read_bytes())
-        yield f"sqlite:///{copy}"
-        return
-    with postgres_schema() as url:
-        schema = url.rsplit("=", 1)[1]
-        dump = (PREVIOUS_RELEASE / "previous_release.pg.sql").read_text()
-        # psql meta-commands (\restrict) are not SQL; the rest runs as one script.
-        script = "\n".join(
-            line
-            for line in dump.replace("titen_fixture_prev", schema).splitlines()
-            if not line.startswith("\\")
-        )
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}"')
-            conn.execute(script)
-        yield url
 
 
 def free_port() -> int:

@@ -14,9 +14,17 @@ from titen.client.errors import (
     ValidationError,
 )
 from titen.client.rest import HeldLease, TitenClient
-from titen.client.types import EventPage, Handoff, HandoffCreated, InboxPage, Lease
+from titen.client.types import (
+    CurrentLease,
+    EventPage,
+    Handoff,
+    HandoffCreated,
+    InboxPage,
+    Lease,
+)
 
 __all__ = [
+    "CurrentLease",
     "EventPage",
     "Handoff",
     "HandoffCreated",

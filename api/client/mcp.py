@@ -108,6 +108,10 @@ class LeaseAcquired(BaseModel):
         description="When the lease lapses (UTC, ISO 8601); after it anyone may take it.",
         json_schema_extra={"format": "date-time"},
     )
+    fencing_token: int = Field(
+        description="1 for the resource's first acquire, one more for each later one; pass it "
+        "to the system you write to, so it can refuse a holder whose lease was since taken."
+    )
 
 
 class HandoffSent(BaseModel):
@@ -147,7 +151,11 @@ def build(client: TitenClient) -> MCPServer:
             lease = client.acquire_lease(
                 resource_type, resource_id, purpose=purpose, ttl_seconds=ttl_seconds
             )
-        return LeaseAcquired(lease_id=lease.lease_id, expires_at=iso(lease.expires_at))
+        return LeaseAcquired(
+            lease_id=lease.lease_id,
+            expires_at=iso(lease.expires_at),
+            fencing_token=lease.fencing_token,
+        )
 
     @server.tool(
         name="titen_handoff",

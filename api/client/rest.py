@@ -31,11 +31,13 @@ from titen.client.errors import (
     transport_errors,
 )
 from titen.client.types import (
+    CurrentLease,
     EventPage,
     Handoff,
     HandoffCreated,
     InboxPage,
     Lease,
+    current_lease_from,
     handoff_from,
     instant,
 )
@@ -67,6 +69,10 @@ class HeldLease:
     @property
     def expires_at(self) -> datetime:
         return self.lease.expires_at
+
+    @property
+    def fencing_token(self) -> int:
+        return self.lease.fencing_token
 
     def reacquire(self, ttl_seconds: int) -> Lease:
         """Start a new term of `ttl_seconds` from now (the old lease id stops existing)."""
@@ -118,7 +124,15 @@ class TitenClient:
             "ttl_seconds": ttl_seconds,
         }
         data = self._request("POST", "/v1/leases", json=body)
-        return Lease(data["lease_id"], instant(data["expires_at"]))
+        return Lease(data["lease_id"], instant(data["expires_at"]), data["fencing_token"])
+
+    def get_lease(self, lease_id: str) -> CurrentLease:
+        """The lease while it is still held; `NotFound` once released, superseded or replaced.
+
+        Only its holder and the organization's operators see it. Ask right before the step that
+        must not run twice, and pass `fencing_token` on to what that step writes to.
+        """
+        return current_lease_from(self._request("GET", f"/v1/leases/{_segment(lease_id)}"))
 
     def release_lease(self, lease_id: str) -> datetime:
         """Release and return `released_at`; `NotFound` if it was already released or replaced."""

@@ -14,6 +14,25 @@ from typing import Any
 class Lease:
     lease_id: str
     expires_at: datetime
+    fencing_token: int
+    """1 for the resource's first acquire, one more for each later one: hand it to the system
+    the work writes to, so it can refuse a holder whose lease was since taken (docs/leases.md)."""
+
+
+@dataclass(frozen=True)
+class CurrentLease:
+    """A lease still held (`get_lease`): the check to make right before the destructive step."""
+
+    lease_id: str
+    resource_type: str
+    resource_id: str
+    holder: str
+    purpose: str
+    acquired_at: datetime
+    expires_at: datetime
+    fencing_token: int
+    expired: bool
+    """Past its expiry but not yet replaced: anyone may now acquire the resource."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +75,20 @@ class EventPage:
 def instant(text: str) -> datetime:
     """The service's instants are UTC ISO 8601 with a `Z`, which Python 3.11 reads directly."""
     return datetime.fromisoformat(text)
+
+
+def current_lease_from(data: dict[str, Any]) -> CurrentLease:
+    return CurrentLease(
+        lease_id=data["lease_id"],
+        resource_type=data["resource_type"],
+        resource_id=data["resource_id"],
+        holder=data["holder"],
+        purpose=data["purpose"],
+        acquired_at=instant(data["acquired_at"]),
+        expires_at=instant(data["expires_at"]),
+        fencing_token=data["fencing_token"],
+        expired=data["expired"],
+    )
 
 
 def handoff_from(data: dict[str, Any]) -> Handoff:

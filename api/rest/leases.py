@@ -1,6 +1,14 @@
-"""POST /v1/leases (acquire) and DELETE /v1/leases/{lease_id} (release)."""
+"""POST /v1/leases (acquire), GET /v1/leases/{lease_id} (check) and DELETE (release).
+
+The GET is what a holder asks right before its destructive step: it answers only while the
+lease is the resource's current term, read from the event log, with its fencing token.
+"""
 
 from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
 
 import falcon
 
@@ -8,6 +16,7 @@ from titen.api import schemas
 from titen.api.rest.auth import principal_of
 from titen.api.rest.body import read_json, validator
 from titen.domain.clock import iso
+from titen.domain.lease import Holding
 from titen.service.leases import LeaseService
 
 ACQUIRE = validator(schemas.ACQUIRE)
@@ -19,7 +28,7 @@ class Leases:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, ACQUIRE)
-        term = self.leases.acquire(
+        holding = self.leases.acquire(
             principal_of(req),
             resource_type=body["resource_type"],
             resource_id=body["resource_id"],
@@ -27,13 +36,30 @@ class Leases:
             ttl=int(body["ttl_seconds"]),
         )
         resp.status = falcon.HTTP_201
-        resp.media = {"data": {"lease_id": term.lease_id, "expires_at": iso(term.expires_at)}}
+        resp.media = {
+            "data": {
+                "lease_id": holding.lease_id,
+                "expires_at": iso(holding.expires_at),
+                "fencing_token": holding.fencing_token,
+            }
+        }
 
 
 class Lease:
     def __init__(self, leases: LeaseService):
         self.leases = leases
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
+        holding, expired = self.leases.get(principal_of(req), lease_id)
+        resp.media = {"data": holding_view(holding, expired=expired)}
+
     def on_delete(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
         released_at = self.leases.release(principal_of(req), lease_id)
         resp.media = {"data": {"lease_id": lease_id, "released_at": iso(released_at)}}
+
+
+def holding_view(holding: Holding, *, expired: bool) -> dict[str, Any]:
+    """A current lease on the wire, in Holding's field order, with `expired` (nothing sweeps an
+    expired lease that nobody replaced)."""
+    fields = {k: iso(v) if isinstance(v, datetime) else v for k, v in asdict(holding).items()}
+    return {**fields, "expired": expired}

@@ -64,6 +64,7 @@ def test_an_operator_reads_every_term_on_a_resource_and_how_each_ended(
         (fifth["lease_id"], "agent_bob", None, None),
     ]
     assert terms[3]["released_at"] == released["released_at"]
+    assert [t["fencing_token"] for t in terms] == [1, 2, 3, 4, 5]
     assert terms[4] == {
         "lease_id": fifth["lease_id"],
         "holder": "agent_bob",
@@ -71,6 +72,7 @@ def test_an_operator_reads_every_term_on_a_resource_and_how_each_ended(
         "acquired_at": terms[4]["acquired_at"],
         "expires_at": fifth["expires_at"],
         "ttl_seconds": 600,
+        "fencing_token": 5,
         "released_at": None,
         "released_by": None,
         "ended": None,

@@ -68,6 +68,7 @@ def test_each_event_is_a_cloudevent_with_what_a_subscriber_needs(client, clock, 
         "holder": "agent_alice",
         "acquired_at": "2026-07-30T10:48:13.829Z",
         "expires_at": lease["expires_at"],
+        "fencing_token": 1,
     }
     assert created["subject"] == accepted["subject"] == handoff_id
     assert created["data"] == {

@@ -29,11 +29,12 @@ def event_count(services) -> int:
     return services.app.recorder.max_notification_id() or 0
 
 
-def test_acquire_returns_a_new_lease_id_and_its_expiry(client, alice):
+def test_acquire_returns_a_new_lease_id_its_expiry_and_its_fencing_token(client, alice):
     result = acquire(client, alice)
     assert result.status_code == 201
     data = result.json["data"]
-    assert set(data) == {"lease_id", "expires_at"}
+    assert set(data) == {"lease_id", "expires_at", "fencing_token"}
+    assert data["fencing_token"] == 1  # the resource's first acquire
     assert re.fullmatch(r"lease_[0-9a-f]{32}", data["lease_id"])
     assert data["expires_at"] == "2026-07-30T10:58:13.829Z"  # the fake clock + 600 s
 

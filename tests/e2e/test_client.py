@@ -102,6 +102,27 @@ def test_acquire_and_release_return_typed_values(alice, resource):
     assert missing.value.message == f"No unreleased lease {lease.lease_id}."
 
 
+def test_each_lease_carries_the_next_fencing_token_and_get_lease_checks_it(
+    connect, alice, bob, resource
+):
+    first = acquire(alice, resource)
+    assert first.fencing_token == 1
+    with alice.lease("deploy", resource, purpose="smoke", ttl_seconds=600) as held:
+        assert held.fencing_token == 2  # superseded the first
+        current = alice.get_lease(held.lease_id)
+        assert (current.fencing_token, current.holder, current.expired) == (2, "agent_alice", False)
+        assert current.expires_at == held.expires_at
+        assert connect("ops").get_lease(held.lease_id) == current
+        with pytest.raises(NotFound):
+            bob.get_lease(held.lease_id)  # not its holder
+        held.reacquire(ttl_seconds=600)
+        assert held.fencing_token == 3
+    with pytest.raises(NotFound) as gone:
+        alice.get_lease(held.lease_id)  # released by the block
+    assert gone.value.message == f"No unreleased lease {held.lease_id}."
+    assert acquire(bob, resource).fencing_token == 4
+
+
 def test_a_conflict_carries_the_expiry_and_the_whole_message(alice, bob, resource):
     lease = acquire(alice, resource)
     with pytest.raises(LeaseConflict) as conflict:

@@ -12,6 +12,7 @@ from tests.support import Http, Server
 from titen.service.bootstrap import bootstrap
 
 RESOURCE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
+AUDIT = "/v1/audit/leases?resource_type=deploy&resource_id=checkout"
 
 
 def make_keys(database: str, count: int) -> list[str]:
@@ -135,5 +136,105 @@ def test_no_two_holders_at_once_across_two_server_processes(postgres_database):
         live = services.lease_index.rows()
         services.projector.rebuild("lease_index")
         assert services.lease_index.rows() == live
+    finally:
+        services.close()
+
+
+def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_processes(
+    postgres_database,
+):
+    """Agents on two servers race for one resource: they re-acquire, release, and an operator
+    releases whatever another agent holds, after a first holder "crashed" (never releases) with
+    a 10 s TTL, so the race also crosses an expiry. Every 201 carries a token no other 201 had,
+    and the audited history, in commit order, numbers its terms 1..N with exactly those tokens.
+    """
+    keys = make_keys(postgres_database, 6)
+    servers = [Server(postgres_database), Server(postgres_database)]
+    granted: list[tuple[str, int, str]] = []  # (lease_id, token, holder's key), as received
+    unexpected: list[tuple[int, dict | None]] = []
+    lock = threading.Lock()
+
+    def agent(n: int, key: str, deadline: float) -> None:
+        http = Http(servers[n % 2].url, key)
+        while time.monotonic() < deadline:
+            status, body = http.request("POST", "/v1/leases", RESOURCE)
+            if status == 409:
+                time.sleep(0.002)
+                continue
+            if status != 201:
+                with lock:
+                    unexpected.append((status, body))
+                continue
+            lease_id, token = body["data"]["lease_id"], body["data"]["fencing_token"]
+            with lock:
+                granted.append((lease_id, token, key))
+            checked = http.request("GET", f"/v1/leases/{lease_id}")
+            if checked[0] == 200 and checked[1]["data"]["fencing_token"] != token:
+                with lock:
+                    unexpected.append(checked)
+            if n % 3 == 0:
+                continue  # keep it: the next round re-acquires (supersedes) it
+            released = http.request("DELETE", f"/v1/leases/{lease_id}")
+            if released[0] not in (200, 404):  # 404: the operator released it meanwhile
+                with lock:
+                    unexpected.append(released)
+
+    def operator(deadline: float) -> None:
+        http = Http(servers[1].url, make_operator(postgres_database))
+        while time.monotonic() < deadline:
+            status, body = http.request("GET", AUDIT)
+            terms = body["data"]["terms"] if status == 200 else []
+            if terms and terms[-1]["ended"] is None and terms[-1]["holder"] != "agent_0":
+                http.request("DELETE", f"/v1/leases/{terms[-1]['lease_id']}")
+            time.sleep(0.05)
+
+    try:
+        status, body = Http(servers[0].url, keys[0]).request(
+            "POST", "/v1/leases", {**RESOURCE, "ttl_seconds": 10}
+        )  # its holder "crashes": the lease is only ever replaced after its expiry
+        assert status == 201
+        granted.append((body["data"]["lease_id"], body["data"]["fencing_token"], keys[0]))
+        deadline = time.monotonic() + 13
+        threads = [
+            threading.Thread(target=agent, args=(n, key, deadline))
+            for n, key in enumerate(keys[1:])
+        ]
+        threads.append(threading.Thread(target=operator, args=(deadline,)))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for server in servers:
+            server.stop()
+
+    assert not unexpected, unexpected
+    tokens = [token for _, token, _ in granted]
+    assert len(tokens) == len(set(tokens)), "two leases of one resource shared a token"
+    assert len(tokens) >= 20, "too little contention to prove anything"
+    services = bootstrap(postgres_database, pool_size=2)
+    try:
+        terms = services.auditor.resource("acme", "deploy", "checkout", None)["terms"]
+    finally:
+        services.close()
+    assert [t["fencing_token"] for t in terms] == list(range(1, len(terms) + 1))
+    assert {t["lease_id"]: t["fencing_token"] for t in terms} == {
+        lease_id: token for lease_id, token, _ in granted
+    }
+    assert {t["ended"] for t in terms} >= {
+        "superseded",
+        "replaced_after_expiry",
+        "released",
+        "released_by_operator",
+    }
+    for key in keys:  # each agent's own tokens rise in the order it received them
+        own = [token for _, token, holder in granted if holder == key]
+        assert own == sorted(own)
+
+
+def make_operator(database: str) -> str:
+    services = bootstrap(database, pool_size=2)
+    try:
+        return services.keys.create("acme", "ops", "operator")
     finally:
         services.close()

@@ -108,7 +108,11 @@ def test_exactly_two_tools_whose_schemas_carry_the_rest_bounds(world):
                 assert phrase in lease.description, phrase
             for phrase in ("pending", "to_principal", "subject_id"):
                 assert phrase in handoff.description, phrase
-            assert set(lease.output_schema["required"]) == {"lease_id", "expires_at"}
+            assert set(lease.output_schema["required"]) == {
+                "lease_id",
+                "expires_at",
+                "fencing_token",
+            }
             assert set(handoff.output_schema["required"]) == {"handoff_id", "status"}
 
     run(scenario)
@@ -125,7 +129,8 @@ def test_acquire_conflict_and_bad_arguments_come_back_as_tool_errors(world):
             held = await alice.call_tool("titen_lease_acquire", acquire)
             assert not held.is_error, text(held)
             data = held.structured_content
-            assert set(data) == {"lease_id", "expires_at"}
+            assert set(data) == {"lease_id", "expires_at", "fencing_token"}
+            assert data["fencing_token"] == 1
             assert re.fullmatch(r"lease_[0-9a-f]{32}", data["lease_id"])
             assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", data["expires_at"])
 
@@ -138,6 +143,7 @@ def test_acquire_conflict_and_bad_arguments_come_back_as_tool_errors(world):
 
             again = await alice.call_tool("titen_lease_acquire", acquire)
             assert again.structured_content["lease_id"] != data["lease_id"]  # superseded
+            assert again.structured_content["fencing_token"] == 2
 
             too_short = await alice.call_tool("titen_lease_acquire", {**acquire, "ttl_seconds": 5})
             assert too_short.is_error

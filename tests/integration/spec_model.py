@@ -30,6 +30,7 @@ class Term:
     acquired_at: datetime
     expires_at: datetime
     ttl_seconds: int
+    fencing_token: int
     released_at: datetime | None = None
     released_by: str | None = None
     ended: str | None = None
@@ -76,6 +77,7 @@ class Model:
         self, who: Principal, resource: Resource, purpose: str, ttl: int, lease_id: str
     ) -> Term:
         """Record a granted acquire (check `blocker` first), ending the current term if any."""
+        terms = self.terms.setdefault((who.organization, resource), [])
         current = self.current(who.organization, resource)
         if current is not None:
             expired = self.now >= current.expires_at
@@ -90,8 +92,9 @@ class Model:
             acquired_at=self.now,
             expires_at=self.now + timedelta(seconds=ttl),
             ttl_seconds=ttl,
+            fencing_token=len(terms) + 1,
         )
-        self.terms.setdefault((who.organization, resource), []).append(term)
+        terms.append(term)
         self.leases[lease_id] = term
         return term
 
@@ -105,6 +108,13 @@ class Model:
         term.ended = "released" if term.holder == who.name else "released_by_operator"
         term.released_at, term.released_by = self.now, who.name
         return term
+
+    def visible_lease(self, who: Principal, lease_id: str) -> Term | None:
+        """The lease GET /v1/leases/{id} shows `who`: unended, and its own or its operator's."""
+        term = self.leases.get(lease_id)
+        if term is None or term.ended is not None or term.organization != who.organization:
+            return None
+        return term if term.holder == who.name or who.operator else None
 
     def unreleased(self) -> list[Term]:
         return [term for term in self.leases.values() if term.ended is None]

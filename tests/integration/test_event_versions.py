@@ -38,7 +38,7 @@ def test_a_version_1_acquired_event_is_read_with_its_ttl_derived(services, clock
     app.recorder.insert_events([registered, acquired])
 
     event = next(e for e in app.events.get(lease.id) if isinstance(e, Lease.Acquired))
-    assert event.ttl_seconds == 600
+    assert (event.ttl_seconds, event.fencing_token) == (600, 1)
     assert event.expires_at == now + timedelta(seconds=600)
 
     loaded = app.repository.get(lease.id)
@@ -56,16 +56,60 @@ def test_a_version_1_acquired_event_is_read_with_its_ttl_derived(services, clock
     )
 
 
-def test_new_acquired_events_are_stored_as_version_2(services):
-    committed = services.app.acquire_lease(
+def test_version_2_acquired_events_get_the_token_their_position_implies(services, clock):
+    """Three terms stored as version 2 (no `fencing_token`): tokens 1, 2, 3, and then 4."""
+    app = services.app
+    lease = Lease("acme", "deploy", "checkout")
+    for n in range(3):
+        holding = lease.acquire(
+            lease_id=f"lease_{n:032d}",
+            holder="agent_a",
+            purpose="p",
+            now=clock.now(),
+            ttl_seconds=60,
+        )
+        if n == 1:
+            lease.release(lease_id=holding.lease_id, by="ops", as_operator=True, now=clock.now())
+    stored = [app.mapper.to_stored_event(event) for event in lease.collect_events()]
+    app.recorder.insert_events([_as_version_2(app, event) for event in stored])
+
+    tokens = [e.fencing_token for e in app.events.get(lease.id) if isinstance(e, Lease.Acquired)]
+    assert tokens == [1, 2, 3]
+    audited = services.auditor.resource("acme", "deploy", "checkout", None)
+    assert [term["fencing_token"] for term in audited["terms"]] == [1, 2, 3]
+    clock.advance(60)
+    assert acquire(services, "agent_b").value.fencing_token == 4  # replaced after expiry
+
+
+def test_new_acquired_events_are_stored_as_version_3_with_their_token(services):
+    committed = acquire(services, "agent_a")
+    stored = services.app.recorder.select_notifications(start=committed.position, limit=1)[0]
+    assert stored.topic == ACQUIRED_TOPIC
+    state = services.app.mapper.transcoder.decode(stored.state)
+    assert (state["class_version"], state["ttl_seconds"], state["fencing_token"]) == (3, 60, 1)
+
+
+def acquire(services, holder: str):
+    return services.app.acquire_lease(
         organization="acme",
-        holder="agent_a",
+        holder=holder,
         resource_type="deploy",
         resource_id="checkout",
         purpose="p",
         ttl_seconds=60,
     )
-    stored = services.app.recorder.select_notifications(start=committed.position, limit=1)[0]
-    assert stored.topic == ACQUIRED_TOPIC
-    state = services.app.mapper.transcoder.decode(stored.state)
-    assert (state["class_version"], state["ttl_seconds"]) == (2, 60)
+
+
+def _as_version_2(app, stored: StoredEvent) -> StoredEvent:
+    """An Acquired event as releases before fencing tokens stored it; other events as they are."""
+    if stored.topic != ACQUIRED_TOPIC:
+        return stored
+    state = app.mapper.transcoder.decode(stored.state)
+    del state["fencing_token"]
+    state["class_version"] = 2
+    return StoredEvent(
+        originator_id=stored.originator_id,
+        originator_version=stored.originator_version,
+        topic=stored.topic,
+        state=app.mapper.transcoder.encode(state),
+    )

@@ -32,7 +32,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.conftest import _skip_or_fail_without_postgres
+from tests.conftest import skip_or_fail_without_postgres
 from tests.integration.spec_model import Handoff, Model, Principal, Term
 from tests.support import FakeClock, bearer, postgres_schema
 from titen.api.rest.app import create_app
@@ -163,8 +163,41 @@ class Spec(RuleBasedStateMachine):
         lease_id = result.json["data"]["lease_id"]
         assert LEASE_ID.fullmatch(lease_id) and lease_id not in self.model.leases
         term = self.model.acquire(who, resource, purpose, ttl, lease_id)
-        assert result.json == {"data": {"lease_id": lease_id, "expires_at": iso(term.expires_at)}}
+        assert result.json == {
+            "data": {
+                "lease_id": lease_id,
+                "expires_at": iso(term.expires_at),
+                "fencing_token": term.fencing_token,
+            }
+        }
         return lease_id
+
+    @rule(who=principals, lease_id=st.one_of(leases, st.just(UNKNOWN_LEASE)))
+    def check_lease(self, who: Principal, lease_id: str) -> None:
+        result = self.call(who, "GET", f"/v1/leases/{lease_id}")
+        term = self.model.visible_lease(who, lease_id)
+        if term is None:
+            assert (result.status_code, result.json["error"]["message"]) == (
+                404,
+                f"No unreleased lease {lease_id}.",
+            )
+            return
+        assert (result.status_code, result.json) == (
+            200,
+            {
+                "data": {
+                    "lease_id": lease_id,
+                    "resource_type": term.resource[0],
+                    "resource_id": term.resource[1],
+                    "holder": term.holder,
+                    "purpose": term.purpose,
+                    "acquired_at": iso(term.acquired_at),
+                    "expires_at": iso(term.expires_at),
+                    "fencing_token": term.fencing_token,
+                    "expired": self.model.now >= term.expires_at,
+                }
+            },
+        )
 
     @rule(pick=picks)
     def release_as_holder(self, pick: int) -> None:
@@ -443,6 +476,7 @@ def _term(term: Term) -> dict[str, Any]:
         "acquired_at": iso(term.acquired_at),
         "expires_at": iso(term.expires_at),
         "ttl_seconds": term.ttl_seconds,
+        "fencing_token": term.fencing_token,
         "released_at": None if term.released_at is None else iso(term.released_at),
         "released_by": term.released_by,
         "ended": term.ended,
@@ -471,7 +505,7 @@ def _handoff(handoff: Handoff) -> dict[str, Any]:
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_the_service_behaves_as_the_model_of_the_spec(backend: str) -> None:
     if backend == "postgres":
-        _skip_or_fail_without_postgres()
+        skip_or_fail_without_postgres()
     machine = type(f"Spec_{backend}", (Spec,), {"backend": backend})
     run_state_machine_as_test(
         machine,

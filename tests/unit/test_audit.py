@@ -58,6 +58,7 @@ def test_every_term_in_order_with_how_it_ended():
         (ids["fourth"], "agent_c", "released_by_operator", "ops", at(110)),
         (ids["fifth"], "agent_a", None, None, None),
     ]
+    assert [t.fencing_token for t in history.terms] == [1, 2, 3, 4, 5]
     third = history.term(ids["third"])
     assert third is not None
     assert (third.expires_at, third.ttl_seconds, third.purpose) == (at(40), 10, "third")

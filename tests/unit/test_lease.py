@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from titen.domain.errors import LeaseHeld, NotFound
-from titen.domain.lease import Lease
+from titen.domain.lease import Lease, terms_begun
 
 NOW = datetime(2026, 7, 30, 10, 48, 13, 829000, tzinfo=UTC)
 
@@ -83,3 +83,40 @@ def test_ttl_outside_the_contract_is_refused():
     for ttl in (9, 86_401):
         with pytest.raises(ValueError):
             acquire(lease, "agent_a", ttl=ttl)
+
+
+def test_each_acquire_records_the_next_fencing_token_however_the_last_term_ended():
+    lease = Lease("acme", "deploy", "checkout")
+    tokens = [acquire(lease, "agent_a", lease_id="lease_1").fencing_token]
+    tokens.append(acquire(lease, "agent_a", lease_id="lease_2", ttl=10).fencing_token)
+    tokens.append(acquire(lease, "agent_b", at=NOW + timedelta(seconds=10)).fencing_token)
+    lease.release(lease_id=lease.term.lease_id, by="ops", as_operator=True, now=NOW)
+    tokens.append(acquire(lease, "agent_c", lease_id="lease_4").fencing_token)
+    lease.release(lease_id="lease_4", by="agent_c", as_operator=False, now=NOW)
+    tokens.append(acquire(lease, "agent_a").fencing_token)
+    assert tokens == [1, 2, 3, 4, 5]
+    acquired = [e for e in lease.collect_events() if isinstance(e, Lease.Acquired)]
+    assert [(e.originator_version, e.fencing_token) for e in acquired] == [
+        (2, 1),
+        (4, 2),
+        (6, 3),
+        (8, 4),
+        (10, 5),
+    ]
+    assert [terms_begun(version) for version in range(1, 12)] == [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+
+
+def test_holding_shows_the_current_term_to_its_holder_and_operators_only():
+    lease = Lease("acme", "deploy", "checkout")
+    acquire(lease, "agent_a", lease_id="lease_1")
+    held = acquire(lease, "agent_a", lease_id="lease_2")
+    assert lease.holding(lease_id="lease_2", by="agent_a", as_operator=False) == held
+    assert lease.holding(lease_id="lease_2", by="ops", as_operator=True) == held
+    assert (held.resource_type, held.resource_id, held.fencing_token) == ("deploy", "checkout", 2)
+    for lease_id, by, as_operator in [
+        ("lease_1", "agent_a", False),  # superseded
+        ("lease_2", "agent_b", False),  # not the holder
+        ("lease_other", "ops", True),
+    ]:
+        with pytest.raises(NotFound, match=f"No unreleased lease {lease_id}."):
+            lease.holding(lease_id=lease_id, by=by, as_operator=as_operator)
