@@ -50,7 +50,11 @@ time or take other work. The error tells nothing else about the holder, by desig
 Acquiring again as the current holder (or after the lease expired) supersedes it: you get a new \
 lease_id and the old one stops existing, so always keep the newest. There is no renew; acquire \
 again before expires_at to extend. This tool cannot release: the lease lapses at expires_at \
-unless your runtime releases it over REST, so ask for the shortest TTL that covers the work.\
+unless your runtime releases it over REST, so ask for the shortest TTL that covers the work.
+
+The result's fencing_token is one more than the resource's previous acquire. If the system you \
+are about to change accepts one, pass the newest token with each write: it can then refuse a \
+holder whose lease was taken over while it was paused.\
 """
 HANDOFF_DESCRIPTION = """\
 Pass unfinished work to another principal (an agent or a person) of your organization, on \

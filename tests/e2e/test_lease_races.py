@@ -140,16 +140,15 @@ def test_no_two_holders_at_once_across_two_server_processes(postgres_database):
         services.close()
 
 
-def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_processes(
-    postgres_database,
-):
-    """Agents on two servers race for one resource: they re-acquire, release, and an operator
-    releases whatever another agent holds, after a first holder "crashed" (never releases) with
-    a 10 s TTL, so the race also crosses an expiry. Every 201 carries a token no other 201 had,
+def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_processes(database):
+    """Agents on two servers sharing one store (a SQLite file, a PostgreSQL schema) race for one
+    resource: they re-acquire, release, and an operator releases whatever another agent holds,
+    after a first holder "crashed" (never releases) with a 10 s TTL, so the race also crosses an
+    expiry. Every 201 carries a token no other 201 had,
     and the audited history, in commit order, numbers its terms 1..N with exactly those tokens.
     """
-    keys = make_keys(postgres_database, 6)
-    servers = [Server(postgres_database), Server(postgres_database)]
+    keys = make_keys(database, 6)
+    servers = [Server(database), Server(database)]
     granted: list[tuple[str, int, str]] = []  # (lease_id, token, holder's key), as received
     unexpected: list[tuple[int, dict | None]] = []
     lock = threading.Lock()
@@ -180,7 +179,7 @@ def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_process
                     unexpected.append(released)
 
     def operator(deadline: float) -> None:
-        http = Http(servers[1].url, make_operator(postgres_database))
+        http = Http(servers[1].url, make_operator(database))
         while time.monotonic() < deadline:
             status, body = http.request("GET", AUDIT)
             terms = body["data"]["terms"] if status == 200 else []
@@ -212,7 +211,7 @@ def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_process
     tokens = [token for _, token, _ in granted]
     assert len(tokens) == len(set(tokens)), "two leases of one resource shared a token"
     assert len(tokens) >= 20, "too little contention to prove anything"
-    services = bootstrap(postgres_database, pool_size=2)
+    services = bootstrap(database, pool_size=2)
     try:
         terms = services.auditor.resource("acme", "deploy", "checkout", None)["terms"]
     finally:
