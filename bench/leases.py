@@ -1,6 +1,10 @@
-"""The lease-plane benchmark of issue 2, in one run.
+"""The lease-plane benchmark of issues 2 and 15, in one run.
 
-    /tmp/v/bin/python bench/leases.py [--backend sqlite|postgres|both] [--threads 16] ...
+Needs Debian's packages `wrk` and `etcd-server` (`apt-get install wrk etcd-server`; etcd-server
+is etcd 3.4 on bookworm; `--no-etcd` skips the peer) and, for `--backend postgres|both`, a
+PostgreSQL server (`--postgres-url`). It exits with a message naming the missing package.
+
+    .venv/bin/python bench/leases.py [--backend sqlite|postgres|both] [--threads 16] ...
 
 1. The HTTP ceiling: a bare Falcon+waitress app (bench/bare.py, same waitress thread count)
    that parses and returns a small JSON body, loaded by wrk with the same Lua script.
@@ -8,6 +12,14 @@
    (both removed afterwards), loaded by wrk + Lua (bench/acquire.lua, bench/pairs.lua):
    acquire throughput and latency with 1 and 16 connections on distinct resources, and
    acquire+release pairs, each as a ratio to the bare endpoint's requests per second.
+   The peer (issue 15): one etcd 3.4 member on loopback (its own temporary data dir, started
+   fresh for each backend, default fsync), driven by the same wrk client over its JSON gateway
+   (bench/etcd_acquire.lua: lease grant, then a txn that puts a new key attached to that lease
+   only if its create_revision is 0). It is measured right before each titen acquire figure,
+   and the table shows each titen figure as a ratio to it, with the issue's targets: at 16
+   connections SQLite >= 1.0x and PostgreSQL >= 0.6x etcd's acquires/s, titen's server CPU
+   (its whole process tree) <= 0.5 ms per acquire; a lone acquire (1 connection) p50 <= 1.0 ms
+   on SQLite, <= 1.5 ms on PostgreSQL. Those are reported, not asserted.
 3. Acquire latency (1 connection) as history grows, on another fresh store: a new resource in
    an empty store; then re-acquiring a resource with 100,000 earlier leases; then a new resource
    with 100,000 unreleased leases in the organization; then with 1,000,000 events in the store.
@@ -57,6 +69,11 @@ PRINCIPAL = "agent_bench"
 HISTORY_HOLDER = "agent_history"
 HEAVY_RESOURCE = "long-history"
 LIMIT_RATIO = 1.5
+# Issue 15: titen's acquires/s at 16 connections as a share of etcd's, measured right before.
+ETCD_SHARE = {"sqlite": 1.0, "postgres": 0.6}
+# Issue 15: p50 of a lone acquire (1 connection), and server CPU per acquire at 16 connections.
+LONE_P50_MS = {"sqlite": 1.0, "postgres": 1.5}
+CPU_MS_PER_ACQUIRE = 0.5
 
 
 @dataclass
@@ -71,17 +88,39 @@ class Figure:
     errors: int
     wrong_status: int
     pairs: int | None = None
+    acquires: int | None = None
+    """etcd: successful txns (an acquire there is two HTTP requests: lease grant, then txn)."""
+    acquire_p50_ms: float | None = None
+    acquire_p99_ms: float | None = None
+    """etcd with one connection per wrk thread: grant sent to txn answered, timed in Lua."""
     load: float = 0.0
-    cpu_ms: float = 0.0
-    """CPU time (user + system) the server process spent per HTTP request."""
+    cpu_s: float = 0.0
+    """CPU time (user + system) of the server's whole process tree during the run."""
     reference: Figure | None = None
     """What this figure is compared with, measured just before it (bare, or an empty store)."""
+    peer: Figure | None = None
+    """etcd doing the same acquires, measured just before this figure."""
 
     @property
     def rate(self) -> float:
-        """Requests per second (for pairs: completed acquire+release pairs per second)."""
-        count = self.pairs if self.pairs is not None else self.requests
+        """Requests per second (for pairs: completed acquire+release pairs per second; for
+        etcd: completed acquires, i.e. successful txns, per second)."""
+        count = self.requests
+        if self.pairs is not None:
+            count = self.pairs
+        elif self.acquires is not None:
+            count = self.acquires
         return count / self.seconds
+
+    @property
+    def cpu_ms(self) -> float:
+        """Server CPU per HTTP request."""
+        return 1000 * self.cpu_s / max(self.requests, 1)
+
+    @property
+    def cpu_ms_per_unit(self) -> float:
+        """Server CPU per acquire (per pair for pairs); titen's acquire is one request."""
+        return 1000 * self.cpu_s / max(round(self.rate * self.seconds), 1)
 
     @property
     def http_rate(self) -> float:
@@ -115,6 +154,12 @@ def main() -> int:
     if not shutil.which(args.wrk):
         print(f"wrk not found ({args.wrk}); apt-get install wrk", file=sys.stderr)
         return 2
+    if not args.no_etcd and not shutil.which(args.etcd):
+        print(
+            f"etcd not found ({args.etcd}); apt-get install etcd-server, or pass --no-etcd",
+            file=sys.stderr,
+        )
+        return 2
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     results = Results()
     started = time.monotonic()
@@ -146,12 +191,30 @@ def bare_figure(bench: Bench, connections: int, seconds: float) -> Figure:
     return wrk(bench.args, bench.bare, "acquire.lua", connections, seconds, ["none", "bare"])
 
 
+def etcd_figure(args: argparse.Namespace, etcd: Server, connections: int, tag: str) -> Figure:
+    """etcd's acquires; with one connection per wrk thread the script also times each one."""
+    timed = ["timed"] if connections <= args.wrk_threads else []
+    return wrk(
+        args,
+        etcd,
+        "etcd_acquire.lua",
+        connections,
+        args.reference_duration,
+        [tag, *timed],
+        name=f"etcd acquire, {connections} conn",
+    )
+
+
 def throughput_cases(bench: Bench, backend: str, figures: dict[str, Figure]) -> None:
     """Acquires on distinct resources, then acquire+release pairs, at each connection count;
-    the bare endpoint is measured again right before each."""
+    the bare endpoint is measured again right before each, then etcd right before each
+    acquire figure (etcd has no counterpart of the pairs here)."""
     args = bench.args
-    with database(args, backend) as url:
+    peer = contextlib.nullcontext(None) if args.no_etcd else etcd_server(args)
+    with database(args, backend) as url, peer as etcd:
         key = make_key(url)
+        if etcd is not None:
+            wrk(args, etcd, "etcd_acquire.lua", 16, 2, ["warm"])
         with titen_server(args, url) as server:
             wrk(args, server, "acquire.lua", 16, 2, [key, "warm"])
             for script, label, tag in (
@@ -160,6 +223,9 @@ def throughput_cases(bench: Bench, backend: str, figures: dict[str, Figure]) -> 
             ):
                 for connections in args.connections:
                     bare = bare_figure(bench, connections, args.reference_duration)
+                    versus = None
+                    if etcd is not None and script == "acquire.lua":
+                        versus = etcd_figure(args, etcd, connections, f"{tag}{connections}")
                     figure = wrk(
                         args,
                         server,
@@ -170,7 +236,10 @@ def throughput_cases(bench: Bench, backend: str, figures: dict[str, Figure]) -> 
                         name=f"{label}, {connections} conn",
                     )
                     figure.reference = bare
+                    figure.peer = versus
                     figures[figure.name] = figure
+                    if versus is not None:
+                        report(versus, prefix="  (peer) ")
                     report(figure)
 
 
@@ -281,6 +350,27 @@ def bare_server(args: argparse.Namespace) -> Iterator[Server]:
     with process([*command, "--threads", str(args.threads)], "bare") as proc:
         wait_until_up(proc, port, "/healthz", accept=(404,))
         yield Server(f"http://{HOST}:{port}", proc.pid)
+
+
+@contextlib.contextmanager
+def etcd_server(args: argparse.Namespace) -> Iterator[Server]:
+    """One etcd member on loopback, default settings (fsync on), on a temporary data dir."""
+    folder = tempfile.mkdtemp(prefix="titen-bench-etcd-")
+    client = free_port()
+    peer = free_port()
+    while peer == client:
+        peer = free_port()
+    client_url, peer_url = f"http://{HOST}:{client}", f"http://{HOST}:{peer}"
+    command = [args.etcd, "--name", "bench", "--data-dir", folder]
+    command += ["--listen-client-urls", client_url, "--advertise-client-urls", client_url]
+    command += ["--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url]
+    command += ["--initial-cluster", f"bench={peer_url}"]
+    try:
+        with process(command, "etcd") as proc:
+            wait_until_up(proc, client, "/health", accept=(200,))
+            yield Server(client_url, proc.pid)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -407,8 +497,11 @@ def wrk(
         errors=int(values["errors"]),
         wrong_status=int(values["wrong_status"]),
         pairs=int(values["releases"]) if "releases" in values else None,
+        acquires=int(values["acquires"]) if script == "etcd_acquire.lua" else None,
+        acquire_p50_ms=int(values["acq_p50_us"]) / 1000 if "acq_p50_us" in values else None,
+        acquire_p99_ms=int(values["acq_p99_us"]) / 1000 if "acq_p99_us" in values else None,
         load=load,
-        cpu_ms=1000 * cpu / max(int(values["requests"]), 1),
+        cpu_s=cpu,
     )
     if figure.errors or figure.wrong_status:
         say(f"  WARNING {name}: {figure.errors} socket errors, {figure.wrong_status} bad statuses")
@@ -416,9 +509,27 @@ def wrk(
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time a process and all its descendants have used so far.
+
+    Each live process of the tree counts its own time (all its threads) plus what its exited
+    and reaped children used (cutime, cstime), so a server that runs worker processes is
+    measured whole, including workers that came and went during the run."""
+    stats: dict[int, list[str]] = {}
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            stats[int(entry.name)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    ticks, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        if current in stats:
+            ticks += sum(int(x) for x in stats[current][11:15])  # utime stime cutime cstime
+            todo.extend(children.get(current, []))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def busy(seconds: float = 1.0) -> float:
@@ -457,11 +568,21 @@ def say(text: str) -> None:
 
 def report(figure: Figure, prefix: str = "  ") -> None:
     unit = "pairs/s" if figure.pairs is not None else "req/s"
+    if figure.acquires is not None:
+        unit = "acq/s"
     text = (
         f"{prefix}{figure.name:46s} {figure.rate:7.0f} {unit:7s} p50 {figure.p50_ms:6.2f} ms"
         f"  p99 {figure.p99_ms:6.2f} ms  mean {figure.mean_ms:6.2f} ms"
         f"  cpu {figure.cpu_ms:.2f} ms/req"
     )
+    if figure.acquires is not None:
+        text += f" ({figure.cpu_ms_per_unit:.2f} ms/acquire; latencies per HTTP request"
+        if figure.acquire_p50_ms is not None:
+            text += f", per acquire p50 {figure.acquire_p50_ms:.2f} p99 {figure.acquire_p99_ms:.2f}"
+        text += ")"
+    peer = figure.peer
+    if peer is not None:
+        text += f"  | {figure.rate / peer.rate:.2f} x etcd ({peer.rate:,.0f} acq/s)"
     ref = figure.reference
     if ref is not None and ref.name == "bare":
         text += f"  | {figure.http_rate / ref.rate:.2f} x bare ({ref.rate:,.0f} req/s)"
@@ -510,7 +631,80 @@ def table(args: argparse.Namespace, results: Results) -> str:
             )
     rows.append("")
     rows.extend(verdicts(results))
+    rows.append("")
+    rows.extend(etcd_table(args, results))
     return "\n".join(rows)
+
+
+def etcd_table(args: argparse.Namespace, results: Results) -> list[str]:
+    """Issue 15: each titen acquire figure next to etcd's, measured right before it."""
+    rows = [
+        "| Backend | Figure | Conn | titen | etcd, measured just before | titen / etcd | Target |"
+        " |",
+        "|---|---|---:|---:|---:|---:|---|---|",
+    ]
+
+    def verdict(ok: bool | None) -> str:
+        return "" if ok is None else ("PASS" if ok else "MISS")
+
+    for backend, figures in results.backends.items():
+        for connections in args.connections:
+            figure = figures.get(f"acquire, {connections} conn")
+            if figure is None:
+                continue
+            peer = figure.peer
+            lead = f"| {backend} | {{}} | {connections} |"
+
+            # acquires per second
+            target, ok = "", None
+            if connections == 16:
+                share = ETCD_SHARE[backend]
+                target = f">= {share:.1f} x etcd"
+                ok = peer is not None and figure.rate >= share * peer.rate
+            versus = f"{peer.rate:,.0f}" if peer else "-"
+            ratio = f"{figure.rate / peer.rate:.2f}" if peer else "-"
+            rows.append(
+                lead.format("acquires/s")
+                + f" {figure.rate:,.0f} | {versus} | {ratio} | {target} | {verdict(ok)} |"
+            )
+
+            # latency of an acquire
+            target, ok = "", None
+            if connections == 1:
+                target = f"p50 <= {LONE_P50_MS[backend]:.1f} ms"
+                ok = figure.p50_ms <= LONE_P50_MS[backend]
+            versus, ratio = "-", "-"
+            if peer is not None and peer.acquire_p50_ms is not None:
+                versus = f"{peer.acquire_p50_ms:.2f}"
+                ratio = f"{figure.p50_ms / peer.acquire_p50_ms:.2f}"
+            elif peer is not None:
+                versus = f"not timed ({peer.p50_ms:.2f} per HTTP request)"
+            rows.append(
+                lead.format("acquire p50 ms")
+                + f" {figure.p50_ms:.2f} | {versus} | {ratio} | {target} | {verdict(ok)} |"
+            )
+
+            # server CPU per acquire
+            target, ok = "", None
+            if connections == 16:
+                target = f"<= {CPU_MS_PER_ACQUIRE:.1f} ms"
+                ok = figure.cpu_ms_per_unit <= CPU_MS_PER_ACQUIRE
+            versus = f"{peer.cpu_ms_per_unit:.2f}" if peer else "-"
+            ratio = f"{figure.cpu_ms_per_unit / peer.cpu_ms_per_unit:.2f}" if peer else "-"
+            rows.append(
+                lead.format("server CPU ms per acquire")
+                + f" {figure.cpu_ms_per_unit:.2f} | {versus} | {ratio} | {target} |"
+                f" {verdict(ok)} |"
+            )
+    rows.append("")
+    rows.append(
+        "titen / etcd: higher is better for acquires/s, lower for ms. An etcd acquire is a lease"
+        " grant then a txn (put if create_revision == 0, attached to the lease); its p50 is timed"
+        " per acquire in Lua with 1 connection (one per wrk thread), not timed with more."
+        " Server CPU: titen's whole `titen serve` process tree (the database server's CPU not"
+        " included); etcd's process. The acquire+release pairs have no etcd counterpart."
+    )
+    return rows
 
 
 def verdicts(results: Results) -> list[str]:
@@ -558,7 +752,10 @@ def as_json(results: Results) -> dict:
             "errors": figure.errors + figure.wrong_status,
             "machine_busy_percent": figure.load,
             "server_cpu_ms_per_request": figure.cpu_ms,
+            "server_cpu_ms_per_acquire_or_pair": figure.cpu_ms_per_unit,
+            "acquire_p50_ms": figure.acquire_p50_ms,
             "reference": one(figure.reference) if figure.reference else None,
+            "etcd": one(figure.peer) if figure.peer else None,
         }
 
     return {
@@ -582,10 +779,14 @@ def machine(args: argparse.Namespace) -> str:
     revision = subprocess.run(
         ["git", "describe", "--always", "--dirty"], capture_output=True, text=True, cwd=HERE
     ).stdout.strip()
+    etcd = "no etcd"
+    if not args.no_etcd:
+        etcd = subprocess.run([args.etcd, "--version"], capture_output=True, text=True).stdout
+        etcd = etcd.splitlines()[0] if etcd else "etcd ?"
     return (
         f"machine: {os.cpu_count()} CPUs ({cpu}), {memory} memory,"
         f" Python {platform.python_version()}, SQLite {sqlite3.sqlite_version},"
-        f" {wrk_version.split(' Copyright')[0].strip()}, titen {revision or '?'},"
+        f" {wrk_version.split(' Copyright')[0].strip()}, {etcd}, titen {revision or '?'},"
         f" load average {os.getloadavg()[0]:.2f}, CPUs {busy():.0f}% busy"
     )
 
@@ -623,6 +824,10 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--wrk", default="wrk")
+    parser.add_argument("--etcd", default="etcd", help="etcd 3.4 binary (Debian: etcd-server)")
+    parser.add_argument(
+        "--no-etcd", action="store_true", help="skip the etcd peer (no etcd ratios then)"
+    )
     parser.add_argument("--wrk-threads", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument(
