@@ -6,40 +6,44 @@ import argparse
 from typing import Any
 
 from titen.api.cli.options import database_command, open_services
-from titen.api.rest import defaults
+from titen.api.rest.settings import DEFAULTS, ServerSettings
 
 
 def add_commands(commands: Any) -> None:
     serve = database_command(commands, "serve", "serve the REST API", _serve)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8787)
+    serve.add_argument("--host", default=DEFAULTS.host)
+    serve.add_argument("--port", type=int, default=DEFAULTS.port)
     serve.add_argument(
-        "--threads", type=int, default=defaults.THREADS, help="request worker threads"
+        "--threads", type=int, default=DEFAULTS.threads, help="request worker threads"
     )
     serve.add_argument(
         "--max-subscribers",
         type=int,
-        default=defaults.MAX_SUBSCRIBERS,
+        default=DEFAULTS.max_subscribers,
         help="open event streams and waiting long-polls served at once (each has its own thread)",
     )
     serve.add_argument(
         "--heartbeat-seconds",
         type=float,
-        default=defaults.HEARTBEAT_SECONDS,
+        default=DEFAULTS.heartbeat_seconds,
         help="comment line sent on a quiet event stream, to keep proxies from closing it",
+    )
+
+
+def _settings(args: argparse.Namespace) -> ServerSettings:
+    return ServerSettings(
+        host=args.host,
+        port=args.port,
+        threads=args.threads,
+        max_subscribers=args.max_subscribers,
+        heartbeat_seconds=args.heartbeat_seconds,
     )
 
 
 def _serve(args: argparse.Namespace) -> int:
     from titen.api.rest.server import serve
 
-    with open_services(args, pool_size=args.threads + 2) as opened:
-        serve(
-            opened,
-            args.host,
-            args.port,
-            args.threads,
-            args.max_subscribers,
-            args.heartbeat_seconds,
-        )
+    settings = _settings(args)
+    with open_services(args, pool_size=settings.threads + 2) as opened:
+        serve(opened, settings)
     return 0

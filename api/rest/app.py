@@ -8,7 +8,7 @@ from typing import Any
 
 import falcon
 
-from titen.api.rest import defaults, errors
+from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
@@ -16,6 +16,7 @@ from titen.api.rest.events import Events, EventStream, Subscribers
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health
 from titen.api.rest.leases import Lease, Leases
+from titen.api.rest.settings import DEFAULTS, ServerSettings
 from titen.service.bootstrap import Services
 
 log = logging.getLogger("titen.requests")
@@ -36,8 +37,7 @@ class RequestLog:
 
 def create_app(
     services: Services,
-    max_subscribers: int = defaults.MAX_SUBSCRIBERS,
-    heartbeat_seconds: float = defaults.HEARTBEAT_SECONDS,
+    settings: ServerSettings = DEFAULTS,
 ) -> falcon.App:
     app = falcon.App(middleware=[RequestLog(), BodyLimit(), Authentication(services.keys)])
     errors.install(app)
@@ -47,7 +47,7 @@ def create_app(
     app.add_route("/v1/handoffs", Handoffs(services.handoffs))
     app.add_route("/v1/handoffs/{handoff_id}", HandoffItem(services.handoffs))
     app.add_route("/v1/handoffs/{handoff_id}/resolve", HandoffResolution(services.handoffs))
-    subscribers = Subscribers(max_subscribers, heartbeat_seconds)
+    subscribers = Subscribers(settings.max_subscribers, settings.heartbeat_seconds)
     log, projector = services.event_log, services.projector
     app.add_route("/v1/events", Events(log, projector, subscribers))
     app.add_route("/v1/events/stream", EventStream(log, projector, subscribers))

@@ -12,33 +12,31 @@ import logging
 import waitress
 
 from titen.api.rest.app import create_app
+from titen.api.rest.settings import ServerSettings
 from titen.projections.follower import Follower
 from titen.service.bootstrap import Services
 
 log = logging.getLogger("titen.server")
 
 
-def serve(
-    services: Services,
-    host: str,
-    port: int,
-    threads: int,
-    max_subscribers: int,
-    heartbeat_seconds: float,
-) -> None:
+def serve(services: Services, settings: ServerSettings) -> None:
     follower = Follower(services.projector)
     follower.start()
     log.info(
-        "titen serving on http://%s:%d (database %s)", host, port, services.database.redacted()
+        "titen serving on http://%s:%d (database %s)",
+        settings.host,
+        settings.port,
+        services.database.redacted(),
     )
+    threads = settings.threads + settings.max_subscribers
     try:
         waitress.serve(
-            create_app(services, max_subscribers, heartbeat_seconds),
-            host=host,
-            port=port,
-            threads=threads + max_subscribers,
+            create_app(services, settings),
+            host=settings.host,
+            port=settings.port,
+            threads=threads,
             ident="titen",
-            connection_limit=threads + max_subscribers + 100,
+            connection_limit=threads + 100,
             channel_timeout=120,
         )
     finally:
