@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.support import bearer
 from titen.domain.lease import Lease
 from titen.service.bootstrap import bootstrap
@@ -20,21 +18,6 @@ FIELDS = {
     "fencing_token",
     "expired",
 }
-
-
-@pytest.fixture
-def alice(key):
-    return key("acme", "agent_alice")
-
-
-@pytest.fixture
-def bob(key):
-    return key("acme", "agent_bob")
-
-
-@pytest.fixture
-def ops(key):
-    return key("acme", "ops", role="operator")
 
 
 def acquire(client, key, **changes) -> dict:
