@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventsourcing.application import Application
@@ -51,10 +51,18 @@ class Projector:
         """How far every projection has applied the log (the slowest one)."""
         return min(self._positions.values(), default=0)
 
-    def wait_past(self, position: int, timeout: float) -> bool:
-        """Block until the projections have applied events beyond `position` (or time is up)."""
+    def wait_past(
+        self, position: int, timeout: float, until: Callable[[], bool] = lambda: False
+    ) -> bool:
+        """Block until the projections have applied events beyond `position`, `until()` holds
+        (checked whenever `wake` is called) or time is up."""
         with self._advanced:
-            return self._advanced.wait_for(lambda: self.position() > position, timeout)
+            return self._advanced.wait_for(lambda: self.position() > position or until(), timeout)
+
+    def wake(self) -> None:
+        """Wake every waiter to check its `until` (a subscription's key was revoked)."""
+        with self._advanced:
+            self._advanced.notify_all()
 
     def catch_up(self, until: int | None = None) -> None:
         """Apply committed events until every projection has passed `until` (or the end)."""

@@ -16,6 +16,7 @@ from titen.service.auditor import Auditor
 from titen.service.handoffs import HandoffService
 from titen.service.keys import Keys
 from titen.service.leases import LeaseService
+from titen.service.revocations import Revocations
 from titen.storage.database import Database, parse
 from titen.storage.topics import register_legacy_topics
 
@@ -32,6 +33,7 @@ class Services:
     event_log: EventLog
     lease_directory: LeaseDirectory
     keys: Keys
+    revocations: Revocations
     leases: LeaseService
     handoffs: HandoffService
     auditor: Auditor
@@ -54,6 +56,8 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         lease_directory = LeaseDirectory(store)
         projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
         keys = Keys(store, clock)
+    revocations = Revocations(keys)
+    revocations.on_revoked(projector.wake)
     leases = LeaseService(app, lease_index, lease_directory, projector, clock)
     return Services(
         database=database,
@@ -66,6 +70,7 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         event_log=event_log,
         lease_directory=lease_directory,
         keys=keys,
+        revocations=revocations,
         leases=leases,
         handoffs=HandoffService(app, inbox, keys, projector),
         auditor=Auditor(app, leases.find),

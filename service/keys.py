@@ -2,21 +2,31 @@
 
 Credentials are configuration of the edge, not facts of the domain, so they live in a plain
 table beside the read models rather than in the event log.
+
+Every request authenticates, so principals are kept in memory by key hash. A cached principal
+is trusted only while this process cannot miss a revocation: every revoke bumps a revision row
+in its own transaction and, on PostgreSQL, sends a NOTIFY on commit. On PostgreSQL the cache is
+used only while the `Revocations` listener (service/revocations.py) is connected; on SQLite,
+which cannot push, each lookup first reads the one-row revision (a single-page read on a
+pooled connection) and drops the cache when it moved.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from titen.domain.clock import Clock, iso
-from titen.projections.store import ViewStore
+from titen.projections.store import PostgresViewStore, ViewStore
 from titen.service.roles import OPERATOR, ROLES
 
 KEY_PREFIX = "titen_"
 SHOWN_CHARS = len(KEY_PREFIX) + 8
+CACHE_LIMIT = 10_000  # principals kept per process; past it the cache starts again empty
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,12 @@ class Keys:
     def __init__(self, store: ViewStore, clock: Clock):
         self.store = store
         self.clock = clock
+        self.pushes_revocations = isinstance(store, PostgresViewStore)
+        self._cache: dict[str, Principal] = {}
+        self._generation = 0  # moves whenever the cache is dropped
+        self._seen_revision: int | None = None  # SQLite: the revision the cache is valid for
+        self._listening = False  # PostgreSQL: a revocation listener is connected
+        self._lock = threading.Lock()
         with store.writing() as writer:
             writer.execute(
                 "CREATE TABLE IF NOT EXISTS {api_keys} ("
@@ -49,6 +65,19 @@ class Keys:
                 "CREATE INDEX IF NOT EXISTS api_keys_principal ON {api_keys}"
                 " (organization, principal)"
             )
+            writer.execute(
+                "CREATE TABLE IF NOT EXISTS {api_key_revision} ("
+                " id INTEGER PRIMARY KEY, revision BIGINT NOT NULL)"
+            )
+            writer.execute(
+                "INSERT INTO {api_key_revision} VALUES (1, 0) ON CONFLICT (id) DO NOTHING"
+            )
+
+    @property
+    def channel(self) -> str:
+        """The PostgreSQL NOTIFY channel of this store's revocations (one per schema)."""
+        schema = getattr(self.store.datastore, "schema", "") or "public"
+        return "titen_keys_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
 
     def create(self, organization: str, principal: str, role: str) -> str:
         """A new key for the principal; the whole key is returned this once."""
@@ -65,7 +94,7 @@ class Keys:
             writer.execute(
                 "INSERT INTO {api_keys} VALUES (%s, %s, %s, %s, %s, %s, NULL)",
                 [
-                    _hash(key),
+                    key_hash(key),
                     key[:SHOWN_CHARS],
                     organization,
                     principal,
@@ -83,7 +112,11 @@ class Keys:
         )
 
     def revoke(self, organization: str, *, principal: str | None, key_prefix: str | None) -> int:
-        """Revoke a principal's keys, or the one key with that prefix; returns how many."""
+        """Revoke a principal's keys, or the one key with that prefix; returns how many.
+
+        The revision moves and the NOTIFY is sent in the same transaction, so every process
+        learns of the revocation exactly when it is committed.
+        """
         column, value = ("principal", principal) if principal else ("key_prefix", key_prefix)
         with self.store.writing() as writer:
             revoked = writer.fetchall(
@@ -91,18 +124,88 @@ class Keys:
                 f" AND {column} = %s AND revoked_at IS NULL RETURNING key_hash",
                 [iso(self.clock.now()), organization, value],
             )
+            if revoked:
+                writer.execute("UPDATE {api_key_revision} SET revision = revision + 1")
+                if self.pushes_revocations:
+                    writer.execute("SELECT pg_notify(%s, '')", [self.channel])
         return len(revoked)
 
     def authenticate(self, key: str) -> Principal | None:
+        return self.authenticate_hash(key_hash(key))
+
+    def authenticate_hash(self, hashed: str) -> Principal | None:
+        """The principal of an unrevoked key, from memory when that cannot be stale."""
+        trusted = self._cache_trusted()
+        with self._lock:
+            generation = self._generation
+            if trusted and (cached := self._cache.get(hashed)) is not None:
+                return cached
         rows = self.store.query(
             "SELECT organization, principal, role FROM {api_keys}"
             " WHERE key_hash = %s AND revoked_at IS NULL",
-            [_hash(key)],
+            [hashed],
         )
         if not rows:
             return None
         row = rows[0]
-        return Principal(row["organization"], row["principal"], row["role"])
+        principal = Principal(row["organization"], row["principal"], row["role"])
+        with self._lock:
+            # Not if the cache was dropped meanwhile: the row read may predate a revocation.
+            if trusted and generation == self._generation:
+                if len(self._cache) >= CACHE_LIMIT:
+                    self._cache.clear()
+                self._cache[hashed] = principal
+        return principal
+
+    @property
+    def generation(self) -> int:
+        """Moves whenever cached principals are dropped, so at least with every revocation."""
+        return self._generation
+
+    def revision(self) -> int:
+        """How many revoking commits the store has seen (moves with every revocation)."""
+        return int(self.store.query("SELECT revision FROM {api_key_revision}")[0]["revision"])
+
+    def live(self, hashes: Iterable[str]) -> set[str]:
+        """Which of these key hashes are of unrevoked keys."""
+        wanted = sorted(set(hashes))
+        if not wanted:
+            return set()
+        marks = ", ".join(["%s"] * len(wanted))
+        rows = self.store.query(
+            f"SELECT key_hash FROM {{api_keys}} WHERE key_hash IN ({marks}) AND revoked_at IS NULL",
+            wanted,
+        )
+        return {row["key_hash"] for row in rows}
+
+    def forget(self) -> None:
+        """Drop every cached principal (a revocation was committed, or may have been missed)."""
+        with self._lock:
+            self._cache.clear()
+            self._generation += 1
+
+    @property
+    def listening(self) -> bool:
+        """PostgreSQL: whether a revocation listener is connected (so the cache is used)."""
+        return self._listening
+
+    def set_listening(self, connected: bool) -> None:
+        """Told by the PostgreSQL listener whether it follows revocations right now."""
+        with self._lock:
+            self._listening = connected
+            self._cache.clear()
+            self._generation += 1
+
+    def _cache_trusted(self) -> bool:
+        if self.pushes_revocations:
+            return self._listening
+        revision = self.revision()
+        if revision != self._seen_revision:
+            with self._lock:
+                self._cache.clear()
+                self._generation += 1
+                self._seen_revision = revision
+        return True
 
     def is_principal(self, organization: str, name: str) -> bool:
         """Whether `name` has ever been given a key in the organization."""
@@ -115,6 +218,6 @@ class Keys:
         )
 
 
-def _hash(key: str) -> str:
+def key_hash(key: str) -> str:
     """Keys are 192 random bits, so a plain digest cannot be reversed by guessing."""
     return hashlib.sha256(key.encode()).hexdigest()

@@ -47,7 +47,9 @@ def create_app(
     app.add_route("/v1/handoffs", Handoffs(services.handoffs))
     app.add_route("/v1/handoffs/{handoff_id}", HandoffItem(services.handoffs))
     app.add_route("/v1/handoffs/{handoff_id}/resolve", HandoffResolution(services.handoffs))
-    subscribers = Subscribers(settings.max_subscribers, settings.heartbeat_seconds)
+    subscribers = Subscribers(
+        settings.max_subscribers, settings.heartbeat_seconds, services.revocations
+    )
     log, projector = services.event_log, services.projector
     app.add_route("/v1/events", Events(log, projector, subscribers))
     app.add_route("/v1/events/stream", EventStream(log, projector, subscribers))

@@ -7,11 +7,15 @@ from typing import Any
 import falcon
 
 from titen.api.rest.errors import error
-from titen.service.keys import Keys, Principal
+from titen.service.keys import Keys, Principal, key_hash
 
 
 class Authentication:
-    """Falcon middleware; a resource with `public = True` is served to anyone."""
+    """Falcon middleware; a resource with `public = True` is served to anyone.
+
+    The key's hash stays in `req.context.key_hash`, so a subscription opened with the key can
+    watch for its revocation (service/revocations.py).
+    """
 
     def __init__(self, keys: Keys):
         self.keys = keys
@@ -22,11 +26,22 @@ class Authentication:
         if resource is None or getattr(resource, "public", False):
             return
         scheme, _, key = (req.get_header("Authorization") or "").partition(" ")
-        principal = self.keys.authenticate(key.strip()) if scheme.lower() == "bearer" else None
+        if scheme.lower() != "bearer":
+            raise error(401)
+        hashed = key_hash(key.strip())
+        req.context.key_generation = self.keys.generation
+        principal = self.keys.authenticate_hash(hashed)
         if principal is None:
             raise error(401)
         req.context.principal = principal
+        req.context.key_hash = hashed
 
 
 def principal_of(req: falcon.Request) -> Principal:
     return req.context.principal
+
+
+def key_of(req: falcon.Request) -> tuple[str, int]:
+    """The hash of the key the request was authenticated with, and the key cache's generation
+    before it was (what `Revocations.watch` takes)."""
+    return req.context.key_hash, req.context.key_generation

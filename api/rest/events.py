@@ -4,6 +4,8 @@ A principal reads its own organization's committed public events. Cursors have t
 of the handoff inbox's (api/paging.py); `next_cursor` is always one to resume from. Streams and
 waiting long-polls wait on the projector's signal, never on a database connection, and are
 bounded by a subscriber limit so they cannot take the threads that serve everything else.
+Each watches the key it was opened with: revoking the key ends a stream and answers a waiting
+long-poll 401, in every server process (service/revocations.py).
 """
 
 from __future__ import annotations
@@ -11,27 +13,30 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import falcon
 
-from titen.api.rest.auth import principal_of
+from titen.api.rest.auth import key_of, principal_of
 from titen.api.rest.errors import error
 from titen.api.rest.paging import decode_cursor, encode_cursor, read_limit, reject_unknown, single
 from titen.domain.events import PUBLISHED
 from titen.projections.event_log import EventLog, Published
 from titen.projections.projector import Projector
+from titen.service.revocations import Revocations
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
 
 
 class Subscribers:
-    """The streams and waiting long-polls one process serves at once, and their heartbeat."""
+    """The streams and waiting long-polls one process serves at once, their heartbeat, and the
+    revocations that end them."""
 
-    def __init__(self, limit: int, heartbeat_seconds: float):
+    def __init__(self, limit: int, heartbeat_seconds: float, revocations: Revocations):
         self.limit = limit
         self.heartbeat_seconds = heartbeat_seconds
+        self.revocations = revocations
         self._slots = threading.BoundedSemaphore(limit)
 
     def admit(self) -> None:
@@ -64,12 +69,15 @@ class Events:
         if not events and wait > 0:
             self.subscribers.admit()
             try:
-                deadline = time.monotonic() + wait
-                while not events and (remaining := deadline - time.monotonic()) > 0:
-                    seen = self.projector.position()
-                    events = log.read(organization, after, types, limit)
-                    if not events:
-                        self.projector.wait_past(seen, remaining)
+                with self.subscribers.revocations.watch(*key_of(req)) as watch:
+                    deadline = time.monotonic() + wait
+                    while not events and (remaining := deadline - time.monotonic()) > 0:
+                        seen = self.projector.position()
+                        events = log.read(organization, after, types, limit)
+                        if not events:
+                            self.projector.wait_past(seen, remaining, watch.revoked.is_set)
+                        if watch.revoked.is_set():
+                            raise error(401, "The API key was revoked.")
             finally:
                 self.subscribers.leave()
         resp.media = {
@@ -95,15 +103,23 @@ class EventStream:
         self.subscribers.admit()
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
-        resp.stream = Stream(self, organization, after, types)
+        resp.stream = Stream(self, organization, after, types, key_of(req))
 
 
 class Stream:
-    """The WSGI body of one stream; `close()` (called by the server) frees its slot."""
+    """The WSGI body of one stream; `close()` (called by the server) frees its slot. It ends
+    by itself when the key it was opened with is revoked."""
 
-    def __init__(self, resource: EventStream, organization: str, after: int, types: tuple):
+    def __init__(
+        self,
+        resource: EventStream,
+        organization: str,
+        after: int,
+        types: tuple,
+        key: tuple[str, int],
+    ):
         self._resource = resource
-        self._events = self._follow(organization, after, types)
+        self._events = self._follow(organization, after, types, key)
         self._closed = False
 
     def __iter__(self) -> Iterator[bytes]:
@@ -115,12 +131,20 @@ class Stream:
             self._events.close()
             self._resource.subscribers.leave()
 
-    def _follow(self, organization: str, after: int, types: tuple) -> Iterator[bytes]:
+    def _follow(
+        self, organization: str, after: int, types: tuple, key: tuple[str, int]
+    ) -> Iterator[bytes]:
+        with self._resource.subscribers.revocations.watch(*key) as watch:
+            yield from self._frames(organization, after, types, watch.revoked.is_set)
+
+    def _frames(
+        self, organization: str, after: int, types: tuple, revoked: Callable[[], bool]
+    ) -> Iterator[bytes]:
         log, projector = self._resource.log, self._resource.projector
         heartbeat = self._resource.subscribers.heartbeat_seconds
         yield b": connected\n\n"
         quiet_since = time.monotonic()
-        while True:
+        while not revoked():
             seen = projector.position()
             events = log.read(organization, after, types, STREAM_BATCH)
             for event in events:
@@ -132,7 +156,7 @@ class Stream:
             if time.monotonic() - quiet_since >= heartbeat:
                 yield b": heartbeat\n\n"
                 quiet_since = time.monotonic()
-            projector.wait_past(seen, heartbeat - (time.monotonic() - quiet_since))
+            projector.wait_past(seen, heartbeat - (time.monotonic() - quiet_since), revoked)
 
 
 def _served(event: Published) -> dict:

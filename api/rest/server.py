@@ -22,6 +22,7 @@ log = logging.getLogger("titen.server")
 def serve(services: Services, settings: ServerSettings) -> None:
     follower = Follower(services.projector)
     follower.start()
+    services.revocations.start()
     log.info(
         "titen serving on http://%s:%d (database %s)",
         settings.host,
@@ -40,4 +41,5 @@ def serve(services: Services, settings: ServerSettings) -> None:
             channel_timeout=120,
         )
     finally:
+        services.revocations.stop()
         follower.stop()
