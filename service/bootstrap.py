@@ -16,6 +16,7 @@ from titen.service.auditor import Auditor
 from titen.service.handoffs import HandoffService
 from titen.service.keys import Keys
 from titen.service.leases import LeaseService
+from titen.service.readiness import Readiness
 from titen.service.revocations import Revocations
 from titen.storage.database import Database, parse
 from titen.storage.topics import register_legacy_topics
@@ -37,6 +38,7 @@ class Services:
     leases: LeaseService
     handoffs: HandoffService
     auditor: Auditor
+    readiness: Readiness
 
     def close(self) -> None:
         self.app.close()
@@ -74,4 +76,5 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         leases=leases,
         handoffs=HandoffService(app, inbox, keys, projector),
         auditor=Auditor(app, leases.find),
+        readiness=Readiness(app, store, projector),
     )

@@ -13,6 +13,7 @@ from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import HANDOFF, to_uuid
 from titen.projections.inbox import Inbox, PendingHandoff
 from titen.projections.projector import Projector
+from titen.service import metrics
 from titen.service.application import Titen
 from titen.service.keys import Keys, Principal
 
@@ -45,6 +46,7 @@ class HandoffService:
             message=message,
             is_principal=lambda name: self.keys.is_principal(caller.organization, name),
         )
+        metrics.HANDOFFS_CREATED.inc()
         self.projector.reflect(committed.position)
         return committed.value
 
@@ -72,6 +74,7 @@ class HandoffService:
             by=caller.name,
             accept=accept,
         )
+        metrics.HANDOFFS_RESOLVED.labels(committed.value.status).inc()
         self.projector.reflect(committed.position)
         return committed.value
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from titen.domain.clock import Clock
-from titen.domain.errors import NotFound
+from titen.domain.errors import LeaseHeld, NotFound
 from titen.domain.lease import Holding, has_expired
 from titen.projections.lease_directory import LeaseDirectory, LeaseEntry
 from titen.projections.lease_index import LeaseIndex
 from titen.projections.projector import Projector
+from titen.service import metrics
 from titen.service.application import Titen
 from titen.service.keys import Principal
 
@@ -38,14 +39,19 @@ class LeaseService:
         self, caller: Principal, *, resource_type: str, resource_id: str, purpose: str, ttl: int
     ) -> Holding:
         """Take the resource for `ttl` seconds, superseding the caller's own unexpired lease."""
-        committed = self.app.acquire_lease(
-            organization=caller.organization,
-            holder=caller.name,
-            resource_type=resource_type,
-            resource_id=resource_id,
-            purpose=purpose,
-            ttl_seconds=ttl,
-        )
+        try:
+            committed = self.app.acquire_lease(
+                organization=caller.organization,
+                holder=caller.name,
+                resource_type=resource_type,
+                resource_id=resource_id,
+                purpose=purpose,
+                ttl_seconds=ttl,
+            )
+        except LeaseHeld:
+            metrics.LEASE_CONFLICTS.inc()
+            raise
+        metrics.LEASES_ACQUIRED.inc()
         self.projector.reflect(committed.position)
         return committed.value
 
@@ -63,6 +69,7 @@ class LeaseService:
             by=caller.name,
             as_operator=caller.is_operator,
         )
+        metrics.LEASES_RELEASED.inc()
         self.projector.reflect(committed.position)
         return committed.value
 

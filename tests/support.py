@@ -289,3 +289,27 @@ class EventStreamReader:
     def close(self) -> None:
         self.response.close()  # the response holds the socket too
         self.conn.close()
+
+
+def scrape(port: int) -> dict[tuple[str, frozenset], float]:
+    """A real server's /metrics, parsed by prometheus-client: {(sample name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        assert response.status == 200
+        text = response.read().decode()
+    finally:
+        conn.close()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def sample(metrics: dict, name: str, **labels: str) -> float:
+    """One sample's value, 0 when the series is not there yet."""
+    return metrics.get((name, frozenset(labels.items())), 0.0)

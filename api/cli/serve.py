@@ -28,6 +28,23 @@ def add_commands(commands: Any) -> None:
         default=DEFAULTS.heartbeat_seconds,
         help="comment line sent on a quiet event stream, to keep proxies from closing it",
     )
+    serve.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=DEFAULTS.metrics_port,
+        help="serve Prometheus metrics at /metrics on this port (default: no metrics)",
+    )
+    serve.add_argument(
+        "--metrics-host",
+        default=DEFAULTS.metrics_host,
+        help=f"the address of the metrics listener (default {DEFAULTS.metrics_host})",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        default=DEFAULTS.log_format,
+        help="one line per request as JSON or text (default: text on a terminal, else json)",
+    )
 
 
 def _settings(args: argparse.Namespace) -> ServerSettings:
@@ -37,13 +54,28 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         threads=args.threads,
         max_subscribers=args.max_subscribers,
         heartbeat_seconds=args.heartbeat_seconds,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+        log_format=args.log_format,
     )
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
+    return port
+
+
 def _serve(args: argparse.Namespace) -> int:
+    from titen.api.rest.logs import configure, default_format
     from titen.api.rest.server import serve
 
     settings = _settings(args)
+    configure(settings.log_format or default_format())
     with open_services(args, pool_size=settings.threads + 2) as opened:
         serve(opened, settings)
     return 0

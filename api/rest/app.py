@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import time
-from typing import Any
-
 import falcon
 
 from titen.api.rest import errors
@@ -14,34 +10,24 @@ from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
 from titen.api.rest.events import Events, EventStream, Subscribers
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
-from titen.api.rest.health import Health
+from titen.api.rest.health import Health, Ready
 from titen.api.rest.leases import Lease, Leases
+from titen.api.rest.logs import RequestLog
+from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.settings import DEFAULTS, ServerSettings
 from titen.service.bootstrap import Services
-
-log = logging.getLogger("titen.requests")
-
-
-class RequestLog:
-    """One line per request: method, path, status, milliseconds."""
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        req.context.started = time.perf_counter()
-
-    def process_response(
-        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
-    ) -> None:
-        elapsed = (time.perf_counter() - req.context.started) * 1000
-        log.info("%s %s %d %.1fms", req.method, req.path, resp.status_code, elapsed)
 
 
 def create_app(
     services: Services,
     settings: ServerSettings = DEFAULTS,
 ) -> falcon.App:
-    app = falcon.App(middleware=[RequestLog(), BodyLimit(), Authentication(services.keys)])
+    app = falcon.App(
+        middleware=[RequestLog(), RequestMetrics(), BodyLimit(), Authentication(services.keys)]
+    )
     errors.install(app)
-    app.add_route("/healthz", Health(services.store))
+    app.add_route("/healthz", Health())
+    app.add_route("/readyz", Ready(services.readiness))
     app.add_route("/v1/leases", Leases(services.leases))
     app.add_route("/v1/leases/{lease_id}", Lease(services.leases))
     app.add_route("/v1/handoffs", Handoffs(services.handoffs))

@@ -8,6 +8,7 @@ from typing import Any
 
 import falcon
 
+from titen.api.rest.logs import request_id
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
 
@@ -67,7 +68,12 @@ def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
 def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
     if isinstance(exc, falcon.HTTPError):
         raise exc
-    log.exception("unhandled error on %s %s", req.method, req.path)
+    log.exception(
+        "unhandled error on %s %s",
+        req.method,
+        req.path,
+        extra={"fields": {"request_id": request_id(req)}},
+    )
     raise error(500)
 
 

@@ -19,6 +19,7 @@ import falcon
 
 from titen.api.rest.auth import key_of, principal_of
 from titen.api.rest.errors import error
+from titen.api.rest.metrics import SUBSCRIBERS
 from titen.api.rest.paging import decode_cursor, encode_cursor, read_limit, reject_unknown, single
 from titen.domain.events import PUBLISHED
 from titen.projections.event_log import EventLog, Published
@@ -46,8 +47,10 @@ class Subscribers:
                 f"Too many open subscriptions on this server (limit {self.limit}); "
                 "retry later or poll GET /v1/events without wait.",
             )
+        SUBSCRIBERS.inc()
 
     def leave(self) -> None:
+        SUBSCRIBERS.dec()
         self._slots.release()
 
 

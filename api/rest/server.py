@@ -12,6 +12,7 @@ import logging
 import waitress
 
 from titen.api.rest.app import create_app
+from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
 from titen.projections.follower import Follower
 from titen.service.bootstrap import Services
@@ -23,6 +24,12 @@ def serve(services: Services, settings: ServerSettings) -> None:
     follower = Follower(services.projector)
     follower.start()
     services.revocations.start()
+    stop_metrics = None
+    if settings.metrics_port is not None:
+        stop_metrics = serve_metrics(
+            services.readiness, settings.metrics_host, settings.metrics_port
+        )
+        log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     log.info(
         "titen serving on http://%s:%d (database %s)",
         settings.host,
@@ -42,4 +49,6 @@ def serve(services: Services, settings: ServerSettings) -> None:
         )
     finally:
         services.revocations.stop()
+        if stop_metrics is not None:
+            stop_metrics()
         follower.stop()

@@ -19,6 +19,11 @@ class ServerSettings:
     """Open event streams and waiting long-polls served at once (each holds a thread)."""
     heartbeat_seconds: float = 15.0
     """Comment line sent on a quiet event stream, to keep proxies from closing it."""
+    metrics_port: int | None = None
+    """Where Prometheus scrapes /metrics; None serves no metrics."""
+    metrics_host: str = "127.0.0.1"
+    log_format: str | None = None
+    """"json" or "text"; None picks text on a terminal, JSON otherwise."""
 
 
 DEFAULTS = ServerSettings()

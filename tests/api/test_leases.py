@@ -250,14 +250,6 @@ def test_an_internal_failure_is_500_without_details(client, services, alice):
     assert result.json == {"error": {"code": "INTERNAL", "message": "Internal error."}}
 
 
-def test_health_needs_no_key_and_reports_the_database(client, services):
-    assert client.simulate_get("/healthz").json == {"data": {"status": "ok"}}
-    services.store.datastore.close()
-    result = client.simulate_get("/healthz")
-    assert result.status_code == 503
-    assert result.json["error"]["code"] == "UNAVAILABLE"
-
-
 def test_any_request_declaring_a_body_over_one_mebibyte_is_413(client, services, alice):
     lease_id = acquire(client, alice).json["data"]["lease_id"]
     result = client.simulate_delete(

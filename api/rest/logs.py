@@ -1,0 +1,131 @@
+"""Logs as a log pipeline reads them: one line per request, JSON or text, with a request id.
+
+Plain `logging` with a formatter of our own: every line, the server's own included, comes out in
+the chosen format, and a record's `fields` (passed as `extra={"fields": {...}}`) become keys of
+the JSON object or `key=value` pairs of the text line. A request line never holds a key, a body
+or a query string: only the request's shape and who made it.
+
+`X-Request-Id` is taken from the request when it is a plausible id (so a proxy's id carries
+through) and made otherwise; it is on every answer, errors included, and on every line logged
+about the request, so a 500's traceback can be found from the id the client saw.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import falcon
+
+from titen.domain.clock import iso
+
+REQUEST_ID = "X-Request-Id"
+FORMATS = ("json", "text")
+# Anything else (too long, spaces, control characters) could forge log lines: a new id is made.
+PLAUSIBLE_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
+UNMATCHED = "unmatched"
+"""The route of a request that matched no route (its path is not a template, and could be
+anything a client sends)."""
+
+log = logging.getLogger("titen.requests")
+
+
+def default_format() -> str:
+    """Text for a person at a terminal, JSON for everything else (a file, a pipe, a collector)."""
+    return "text" if sys.stderr.isatty() else "json"
+
+
+def configure(format: str) -> None:
+    """Send every log record to stderr in `format` ("json" or "text"), at INFO and above."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if format == "json" else TextFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the record's fields, traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": iso(datetime.fromtimestamp(record.created, UTC)),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            **getattr(record, "fields", {}),
+        }
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """`time LEVEL logger message key=value…`, then the traceback, if any, on its own lines."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "fields", {})
+        pairs = "".join(f" {name}={value}" for name, value in fields.items())
+        return super().formatMessage(record) + pairs
+
+
+def request_id(req: falcon.Request) -> str | None:
+    """The id of the request being served (None before RequestLog saw it)."""
+    return getattr(req.context, "request_id", None)
+
+
+def route(req: falcon.Request) -> str:
+    """The template of the route that served the request: bounded, and names no id."""
+    return req.uri_template or UNMATCHED
+
+
+class RequestLog:
+    """Falcon middleware, first in line: gives each request its id and logs one line for it."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.perf_counter()
+        offered = req.get_header(REQUEST_ID)
+        fits = offered is not None and PLAUSIBLE_ID.fullmatch(offered)
+        req.context.request_id = offered if fits else uuid.uuid4().hex
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
+        resp.set_header(REQUEST_ID, req.context.request_id)
+        elapsed_ms = round((time.perf_counter() - req.context.started) * 1000, 3)
+        principal = getattr(req.context, "principal", None)
+        status = resp.status_code
+        log.log(
+            _level(status),
+            "%s %s %d %.1fms",
+            req.method,
+            req.path,
+            status,
+            elapsed_ms,
+            extra={
+                "fields": {
+                    "request_id": req.context.request_id,
+                    "method": req.method,
+                    "route": route(req),
+                    "path": req.path,
+                    "status": status,
+                    "duration_ms": elapsed_ms,
+                    "organization": principal.organization if principal else None,
+                    "principal": principal.name if principal else None,
+                }
+            },
+        )
+
+
+def _level(status: int) -> int:
+    """A 500 is a defect; another 5xx (unavailable, overloaded) a condition; the rest normal."""
+    if status == 500:
+        return logging.ERROR
+    return logging.WARNING if status > 500 else logging.INFO

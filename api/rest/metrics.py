@@ -1,0 +1,108 @@
+"""What a server shows Prometheus, on a listener of its own (`titen serve --metrics-port`).
+
+Requests are counted by method, route template and status, and timed by method and route: the
+labels take a bounded set of values (unknown methods count as OTHER, unrouted paths as
+`unmatched`), and name no organization, principal or id. The event log's position and each read
+model's lag are read from the database when Prometheus scrapes, so they are the shared truth
+rather than one process's view. The command counters live with the commands
+(titen.service.metrics). The listener is separate from the API so that it needs no key and can
+be bound to an address only the scraper reaches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import falcon
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import start_http_server
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+from titen.api.rest.logs import route
+from titen.service.readiness import Readiness
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+HTTP_REQUESTS = Counter(
+    "titen_http_requests", "HTTP requests answered.", ["method", "route", "status"]
+)
+HTTP_DURATION = Histogram(
+    "titen_http_request_duration_seconds",
+    "Time from the request reaching the application to its answer.",
+    ["method", "route"],
+)
+SUBSCRIBERS = Gauge(
+    "titen_stream_subscribers",
+    "Open event streams and waiting long-polls.",
+    multiprocess_mode="livesum",  # with several workers: the sum over the running ones
+)
+
+
+class RequestMetrics:
+    """Falcon middleware: counts and times every answered request."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.metrics_started = time.perf_counter()
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
+        elapsed = time.perf_counter() - req.context.metrics_started
+        method = req.method if req.method in METHODS else "OTHER"
+        template = route(req)
+        HTTP_REQUESTS.labels(method, template, str(resp.status_code)).inc()
+        HTTP_DURATION.labels(method, template).observe(elapsed)
+
+
+class StoreCollector:
+    """Scrape-time gauges from the database: the log's position and each read model's lag."""
+
+    def __init__(self, readiness: Readiness):
+        self.readiness = readiness
+
+    def collect(self) -> Iterator[Metric]:
+        report = self.readiness.check()
+        up = GaugeMetricFamily(
+            "titen_database_up", "1 when the database answered this scrape, else 0."
+        )
+        up.add_metric([], 1 if report.database == "ok" else 0)
+        yield up
+        if report.log_position is None:
+            return
+        position = GaugeMetricFamily(
+            "titen_event_log_position", "The newest committed position of the event log."
+        )
+        position.add_metric([], report.log_position)
+        yield position
+        lag = GaugeMetricFamily(
+            "titen_projection_lag_events",
+            "Log positions committed but not yet applied to a read model.",
+            labels=["projection"],
+        )
+        for name, state in report.projections.items():
+            lag.add_metric([name], state.lag)
+        yield lag
+
+
+class _ThisProcess:
+    """The default registry (this process's metrics) as one collector of another registry."""
+
+    def collect(self) -> Iterator[Metric]:
+        return REGISTRY.collect()
+
+
+def serve_metrics(readiness: Readiness, host: str, port: int) -> Callable[[], None]:
+    """Serve /metrics on host:port in a thread of its own; returns how to stop it."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_ThisProcess())
+    registry.register(StoreCollector(readiness))
+    server, thread = start_http_server(port, host, registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return stop

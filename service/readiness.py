@@ -1,0 +1,65 @@
+"""Whether this server can do its work, read from the database each time it is asked.
+
+The positions come from the tracking table, not from this process's memory, so every server
+process (and every worker of one) tells the same truth about the shared read models, and a
+rebuild run from the command line shows at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from titen.projections.projector import Projector
+from titen.projections.store import ViewStore
+from titen.service.application import Titen
+
+log = logging.getLogger("titen.readiness")
+
+
+@dataclass(frozen=True)
+class ProjectionState:
+    position: int
+    """The last log position the read model has applied."""
+    lag: int
+    """Log positions committed but not yet applied (an upper bound on events: PostgreSQL's
+    positions may have gaps)."""
+
+
+@dataclass(frozen=True)
+class Report:
+    database: str
+    """"ok", or why the database did not answer."""
+    log_position: int | None = None
+    projections: dict[str, ProjectionState] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return self.database == "ok"
+
+    def problems(self) -> list[str]:
+        """What is wrong, in words, for the operator reading /readyz."""
+        return [] if self.database == "ok" else [f"database: {self.database}"]
+
+
+class Readiness:
+    def __init__(self, app: Titen, store: ViewStore, projector: Projector):
+        self.app = app
+        self.store = store
+        self.projector = projector
+
+    def check(self) -> Report:
+        try:
+            log_position = self.app.recorder.max_notification_id() or 0
+            rows = self.store.query(
+                f"SELECT application_name, notification_id FROM {self.store.tracking_table}"
+            )
+        except Exception as exc:
+            log.warning("readiness: the database did not answer: %s", exc)
+            return Report(database=f"unreachable ({type(exc).__name__})")
+        tracked = {row["application_name"]: int(row["notification_id"]) for row in rows}
+        states = {}
+        for name in self.projector.projections:
+            position = tracked.get(name, 0)
+            states[name] = ProjectionState(position, max(0, log_position - position))
+        return Report("ok", log_position, states)

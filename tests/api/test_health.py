@@ -1,0 +1,52 @@
+"""/healthz says the process answers; /readyz says whether it can work, with the positions."""
+
+from __future__ import annotations
+
+from tests.support import bearer
+
+LEASE = {"resource_type": "deploy", "resource_id": "svc", "purpose": "p", "ttl_seconds": 60}
+PROJECTIONS = {"lease_index", "handoff_inbox", "event_log", "lease_directory"}
+
+
+def test_healthz_needs_no_key_and_no_database(client, services):
+    assert client.simulate_get("/healthz").json == {"data": {"status": "ok"}}
+    services.store.datastore.close()
+    result = client.simulate_get("/healthz")
+    assert result.status_code == 200
+    assert result.json == {"data": {"status": "ok"}}
+
+
+def test_readyz_reports_the_database_and_each_projection_position(client, alice):
+    for n in range(3):
+        lease = {**LEASE, "resource_id": f"svc-{n}"}
+        assert client.simulate_post("/v1/leases", json=lease, headers=bearer(alice)).status_code
+    result = client.simulate_get("/readyz")
+    assert result.status_code == 200
+    data = result.json["data"]
+    assert data["status"] == "ready"
+    assert data["database"] == "ok"
+    assert data["log_position"] >= 3
+    assert data["problems"] == []
+    assert set(data["projections"]) == PROJECTIONS
+    for state in data["projections"].values():
+        assert state == {"position": data["log_position"], "lag": 0}
+
+
+def test_readyz_counts_the_events_a_projection_has_not_applied(client, services, alice):
+    client.simulate_post("/v1/leases", json=LEASE, headers=bearer(alice))
+    with services.store.writing() as writer:
+        writer.set_position("handoff_inbox", 0)  # as if it had applied nothing yet
+    data = client.simulate_get("/readyz").json["data"]
+    assert data["projections"]["handoff_inbox"] == {"position": 0, "lag": data["log_position"]}
+    assert data["projections"]["event_log"]["lag"] == 0
+
+
+def test_readyz_is_503_naming_the_database_when_it_does_not_answer(client, services):
+    services.store.datastore.close()
+    result = client.simulate_get("/readyz")
+    assert result.status_code == 503
+    data = result.json["data"]
+    assert data["status"] == "unavailable"
+    assert data["database"].startswith("unreachable")
+    assert data["problems"] == [f"database: {data['database']}"]
+    assert data["projections"] == {}
