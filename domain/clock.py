@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Protocol
+
+# RFC 3339's date-time (what OpenAPI's `format: date-time` means): an offset is required.
+RFC_3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
 
 
 class Clock(Protocol):
@@ -24,14 +30,16 @@ def truncate(instant: datetime) -> datetime:
 
 def iso(instant: datetime) -> str:
     """The wire form of an instant: UTC, milliseconds, `Z` (2026-07-30T10:58:13.829Z)."""
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
-        f"{instant.microsecond // 1000:03d}Z"
-    )
+    utc = instant.astimezone(UTC)  # the year padded by hand: strftime's %Y is not, below 1000
+    return f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def parse_iso(text: str) -> datetime:
-    """Read an instant written by `iso` (or any ISO 8601 form with an offset)."""
-    instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if instant.tzinfo is None:
-        raise ValueError("an instant needs a UTC offset")
-    return instant.astimezone(UTC)
+    """Read an RFC 3339 instant (as `iso` writes them); ValueError for anything else, including
+    an instant whose UTC form falls outside years 1-9999."""
+    if not RFC_3339.fullmatch(text):
+        raise ValueError("an instant is RFC 3339, with a UTC offset")
+    try:
+        return datetime.fromisoformat(text.upper().replace("Z", "+00:00")).astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the instant is out of range") from None

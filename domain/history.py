@@ -26,6 +26,8 @@ RELEASED = "released"
 RELEASED_BY_OPERATOR = "released_by_operator"
 SUPERSEDED = "superseded"
 REPLACED_AFTER_EXPIRY = "replaced_after_expiry"
+ENDINGS = (RELEASED, RELEASED_BY_OPERATOR, SUPERSEDED, REPLACED_AFTER_EXPIRY)
+"""Every way a term can end: the audit's `ended`."""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from titen.api.rest import errors
@@ -14,8 +16,33 @@ from titen.api.rest.health import Health, Ready
 from titen.api.rest.leases import Lease, Leases
 from titen.api.rest.logs import RequestLog
 from titen.api.rest.metrics import RequestMetrics
+from titen.api.rest.openapi import document
+from titen.api.rest.reference import Docs, OpenAPIDocument
 from titen.api.rest.settings import DEFAULTS, ServerSettings
 from titen.service.bootstrap import Services
+
+ROUTES: tuple[tuple[str, type], ...] = (
+    ("/healthz", Health),
+    ("/readyz", Ready),
+    ("/openapi.json", OpenAPIDocument),
+    ("/docs", Docs),
+    ("/v1/leases", Leases),
+    ("/v1/leases/{lease_id}", Lease),
+    ("/v1/handoffs", Handoffs),
+    ("/v1/handoffs/{handoff_id}", HandoffItem),
+    ("/v1/handoffs/{handoff_id}/resolve", HandoffResolution),
+    ("/v1/events", Events),
+    ("/v1/events/stream", EventStream),
+    ("/v1/audit/leases", AuditResource),
+    ("/v1/audit/leases/{lease_id}", AuditLease),
+    ("/v1/audit/handoffs/{handoff_id}", AuditHandoff),
+)
+"""Every route: its URI template and its resource class, whose `contract` the OpenAPI document
+shows (`titen openapi` reads this table without building the app)."""
+
+
+def openapi() -> dict[str, Any]:
+    return document(ROUTES)
 
 
 def create_app(
@@ -26,20 +53,31 @@ def create_app(
         middleware=[RequestLog(), RequestMetrics(), BodyLimit(), Authentication(services.keys)]
     )
     errors.install(app)
-    app.add_route("/healthz", Health())
-    app.add_route("/readyz", Ready(services.readiness))
-    app.add_route("/v1/leases", Leases(services.leases))
-    app.add_route("/v1/leases/{lease_id}", Lease(services.leases))
-    app.add_route("/v1/handoffs", Handoffs(services.handoffs))
-    app.add_route("/v1/handoffs/{handoff_id}", HandoffItem(services.handoffs))
-    app.add_route("/v1/handoffs/{handoff_id}/resolve", HandoffResolution(services.handoffs))
+    resources = _resources(services, settings)
+    for template, resource in ROUTES:
+        app.add_route(template, resources[resource])
+    return app
+
+
+def _resources(services: Services, settings: ServerSettings) -> dict[type, object]:
+    """One instance of each resource class, given only the service it calls."""
     subscribers = Subscribers(
         settings.max_subscribers, settings.heartbeat_seconds, services.revocations
     )
     log, projector = services.event_log, services.projector
-    app.add_route("/v1/events", Events(log, projector, subscribers))
-    app.add_route("/v1/events/stream", EventStream(log, projector, subscribers))
-    app.add_route("/v1/audit/leases", AuditResource(services.auditor))
-    app.add_route("/v1/audit/leases/{lease_id}", AuditLease(services.auditor))
-    app.add_route("/v1/audit/handoffs/{handoff_id}", AuditHandoff(services.auditor))
-    return app
+    return {
+        Health: Health(),
+        Ready: Ready(services.readiness),
+        OpenAPIDocument: OpenAPIDocument(openapi()),
+        Docs: Docs(),
+        Leases: Leases(services.leases),
+        Lease: Lease(services.leases),
+        Handoffs: Handoffs(services.handoffs),
+        HandoffItem: HandoffItem(services.handoffs),
+        HandoffResolution: HandoffResolution(services.handoffs),
+        Events: Events(log, projector, subscribers),
+        EventStream: EventStream(log, projector, subscribers),
+        AuditResource: AuditResource(services.auditor),
+        AuditLease: AuditLease(services.auditor),
+        AuditHandoff: AuditHandoff(services.auditor),
+    }

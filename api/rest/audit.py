@@ -19,24 +19,64 @@ from jsonschema.exceptions import best_match
 
 from titen.api.rest.auth import principal_of
 from titen.api.rest.body import describe, validator
+from titen.api.rest.contract import (
+    INSTANT,
+    INTEGER,
+    STRING,
+    Operation,
+    answers,
+    array,
+    nullable,
+    obj,
+    operations,
+)
 from titen.api.rest.errors import error
+from titen.api.rest.handoffs import HANDOFF
 from titen.api.schemas import body, text
 from titen.domain.clock import parse_iso
+from titen.domain.history import ENDINGS
 from titen.domain.limits import NAME_LENGTH
 from titen.service.auditor import Auditor
 from titen.service.keys import Principal
 
-AS_OF = {"type": "string"}
-RESOURCE_QUERY = validator(
-    body(
-        {"resource_type": text(NAME_LENGTH), "resource_id": text(NAME_LENGTH), "as_of": AS_OF},
-        required=["resource_type", "resource_id"],
-    )
-)
+AS_OF = {
+    "type": "string",
+    "format": "date-time",
+    "description": "Answer as of this instant (RFC 3339, with a UTC offset).",
+}
+RESOURCE = {"resource_type": text(NAME_LENGTH), "resource_id": text(NAME_LENGTH), "as_of": AS_OF}
+RESOURCE_QUERY = validator(body(RESOURCE, required=["resource_type", "resource_id"]))
 ITEM_QUERY = validator(body({"as_of": AS_OF}, required=[]))
+STEP = obj({"type": STRING, "at": INSTANT, "by": nullable(STRING)})
+TERM = {
+    "lease_id": STRING,
+    "holder": STRING,
+    "purpose": STRING,
+    "acquired_at": INSTANT,
+    "expires_at": INSTANT,
+    "ttl_seconds": INTEGER,
+    "fencing_token": INTEGER,
+    "released_at": nullable(INSTANT),
+    "released_by": nullable(STRING),
+    "ended": nullable({"type": "string", "enum": list(ENDINGS)}),
+}
+AS_OF_ANSWER = {"as_of": nullable(INSTANT)}
+WHERE = {"resource_type": STRING, "resource_id": STRING}
+OPERATOR_ONLY = ("FORBIDDEN",)
 
 
 class AuditResource:
+    contract = operations(
+        get=Operation(
+            "auditResource",
+            "Every lease term on a resource, oldest first, replayed from the event log.",
+            query=RESOURCE,
+            required_query=("resource_type", "resource_id"),
+            answer=answers(obj({**WHERE, **AS_OF_ANSWER, "terms": array(obj(TERM))})),
+            errors=OPERATOR_ONLY,
+        )
+    )
+
     def __init__(self, auditor: Auditor):
         self.auditor = auditor
 
@@ -51,6 +91,16 @@ class AuditResource:
 
 
 class AuditLease:
+    contract = operations(
+        get=Operation(
+            "auditLease",
+            "One lease's term and its events, replayed from the event log.",
+            query={"as_of": AS_OF},
+            answer=answers(obj({**WHERE, **AS_OF_ANSWER, **TERM, "events": array(STEP)})),
+            errors=(*OPERATOR_ONLY, "NOT_FOUND"),
+        )
+    )
+
     def __init__(self, auditor: Auditor):
         self.auditor = auditor
 
@@ -61,6 +111,16 @@ class AuditLease:
 
 
 class AuditHandoff:
+    contract = operations(
+        get=Operation(
+            "auditHandoff",
+            "One handoff's state and its events, replayed from the event log.",
+            query={"as_of": AS_OF},
+            answer=answers(obj({**AS_OF_ANSWER, **HANDOFF["properties"], "events": array(STEP)})),
+            errors=(*OPERATOR_ONLY, "NOT_FOUND"),
+        )
+    )
+
     def __init__(self, auditor: Auditor):
         self.auditor = auditor
 

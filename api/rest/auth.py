@@ -11,7 +11,7 @@ from titen.service.keys import Keys, Principal, key_hash
 
 
 class Authentication:
-    """Falcon middleware; a resource with `public = True` is served to anyone.
+    """Falcon middleware; an operation its contract declares `public` is served to anyone.
 
     The key's hash stays in `req.context.key_hash`, so a subscription opened with the key can
     watch for its revocation (service/revocations.py).
@@ -23,7 +23,8 @@ class Authentication:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
-        if resource is None or getattr(resource, "public", False):
+        operation = getattr(resource, "contract", {}).get(req.method)
+        if resource is None or (operation is not None and operation.public):
             return
         scheme, _, key = (req.get_header("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer":

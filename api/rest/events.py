@@ -18,9 +18,28 @@ from collections.abc import Callable, Iterator
 import falcon
 
 from titen.api.rest.auth import key_of, principal_of
+from titen.api.rest.contract import (
+    EVENT_STREAM,
+    INSTANT,
+    INTEGER,
+    STRING,
+    Operation,
+    answers,
+    array,
+    obj,
+    operations,
+)
 from titen.api.rest.errors import error
+from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.metrics import SUBSCRIBERS
-from titen.api.rest.paging import decode_cursor, encode_cursor, read_limit, reject_unknown, single
+from titen.api.rest.paging import (
+    LIMIT,
+    decode_cursor,
+    encode_cursor,
+    read_limit,
+    reject_unknown,
+    single,
+)
 from titen.domain.events import PUBLISHED
 from titen.projections.event_log import EventLog, Published
 from titen.projections.projector import Projector
@@ -28,6 +47,40 @@ from titen.service.revocations import Revocations
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
+AFTER = {
+    "type": "string",
+    "description": "Resume after this cursor (an event's `cursor`, a `next_cursor`); `latest` "
+    "for the live tail; absent for the beginning.",
+}
+TYPES = {
+    "type": "string",
+    "description": f"Comma-separated event types to keep, of: {', '.join(PUBLISHED)}.",
+}
+LEASE_DATA = obj(
+    {
+        "lease_id": STRING,
+        "resource_type": STRING,
+        "resource_id": STRING,
+        "holder": STRING,
+        "acquired_at": INSTANT,
+        "expires_at": INSTANT,
+        "fencing_token": INTEGER,
+    }
+)
+EVENT = obj(
+    {
+        "specversion": {"type": "string", "enum": ["1.0"]},
+        "id": STRING,
+        "source": STRING,
+        "type": {"type": "string", "enum": list(PUBLISHED)},
+        "time": INSTANT,
+        "subject": STRING,
+        "datacontenttype": {"type": "string", "enum": ["application/json"]},
+        "data": {"anyOf": [LEASE_DATA, HANDOFF]},
+        "cursor": STRING,
+    }
+)
+"""A published event: a CloudEvent with the cursor to resume after it."""
 
 
 class Subscribers:
@@ -55,6 +108,22 @@ class Subscribers:
 
 
 class Events:
+    contract = operations(
+        get=Operation(
+            "listEvents",
+            "The organization's committed events after a cursor, oldest first (long-polls "
+            "with `wait`).",
+            query={
+                "after": AFTER,
+                "types": TYPES,
+                "limit": LIMIT,
+                "wait": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
+            },
+            answer=answers(obj({"events": array(EVENT), "next_cursor": STRING})),
+            errors=("UNAVAILABLE",),
+        )
+    )
+
     def __init__(self, log: EventLog, projector: Projector, subscribers: Subscribers):
         self.log = log
         self.projector = projector
@@ -92,6 +161,27 @@ class Events:
 
 
 class EventStream:
+    contract = operations(
+        get=Operation(
+            "streamEvents",
+            "The organization's committed events as Server-Sent Events, each frame's `id` its "
+            "cursor; resume with Last-Event-ID or `after`.",
+            query={"after": AFTER, "types": TYPES},
+            headers=(
+                {
+                    "name": "Last-Event-ID",
+                    "in": "header",
+                    "required": False,
+                    "description": "Resume after this cursor (used when `after` is absent).",
+                    "schema": STRING,
+                },
+            ),
+            answer=None,
+            media=EVENT_STREAM,
+            errors=("UNAVAILABLE",),
+        )
+    )
+
     def __init__(self, log: EventLog, projector: Projector, subscribers: Subscribers):
         self.log = log
         self.projector = projector

@@ -13,17 +13,67 @@ import falcon
 from titen.api import schemas
 from titen.api.rest.auth import principal_of
 from titen.api.rest.body import read_json, validator
-from titen.api.rest.paging import encode_cursor, read_page
-from titen.domain.handoff import public_fields
+from titen.api.rest.contract import (
+    INSTANT,
+    STRING,
+    Link,
+    Operation,
+    answers,
+    array,
+    nullable,
+    obj,
+    operations,
+)
+from titen.api.rest.paging import PAGE_QUERY, encode_cursor, read_page
+from titen.domain.handoff import FIELDS, RESOLVED_FIELDS, public_fields
 from titen.domain.limits import NAME_LENGTH
-from titen.domain.statuses import ACCEPTED
+from titen.domain.statuses import ACCEPTED, PENDING, REJECTED
 from titen.service.handoffs import HandoffService
 
 CREATE = validator(schemas.CREATE_HANDOFF)
 RESOLVE = validator(schemas.RESOLVE_HANDOFF)
+HANDOFF_ID = "$response.body#/data/handoff_id"
+STATUS = {"type": "string", "enum": [PENDING, ACCEPTED, REJECTED]}
+FIELD_SCHEMAS = {
+    "handoff_id": STRING,
+    "from_principal": STRING,
+    "to_principal": STRING,
+    "subject_id": STRING,
+    "context_id": nullable(STRING),
+    "checkpoint_id": nullable(STRING),
+    "message": nullable(STRING),
+    "status": STATUS,
+    "created_at": INSTANT,
+    "resolved_at": nullable(INSTANT),
+}
+INBOX_ITEM = obj({name: FIELD_SCHEMAS[name] for name in FIELDS})
+HANDOFF = obj({name: FIELD_SCHEMAS[name] for name in RESOLVED_FIELDS})
+"""A handoff in any status, as GET, resolve, the audit and the event log show it."""
 
 
 class Handoffs:
+    contract = operations(
+        post=Operation(
+            "createHandoff",
+            "Hand a subject to another principal of the organization (pending until resolved).",
+            status=201,
+            body=schemas.CREATE_HANDOFF,
+            answer=answers(obj({"handoff_id": STRING, "status": STATUS})),
+            errors=("UNAVAILABLE",),
+            idempotent=True,
+            links={
+                "GetHandoff": Link("getHandoff", {"handoff_id": HANDOFF_ID}),
+                "ResolveHandoff": Link("resolveHandoff", {"handoff_id": HANDOFF_ID}),
+            },
+        ),
+        get=Operation(
+            "listInbox",
+            "The caller's inbox: pending handoffs addressed to it, oldest first, paged.",
+            query={**PAGE_QUERY, "subject_id": schemas.text(NAME_LENGTH)},
+            answer=answers(obj({"handoffs": array(INBOX_ITEM), "next_cursor": nullable(STRING)})),
+        ),
+    )
+
     def __init__(self, handoffs: HandoffService):
         self.handoffs = handoffs
 
@@ -60,6 +110,15 @@ class Handoffs:
 
 
 class HandoffItem:
+    contract = operations(
+        get=Operation(
+            "getHandoff",
+            "One handoff in any status, for its sender and its target.",
+            answer=answers(HANDOFF),
+            errors=("NOT_FOUND",),
+        )
+    )
+
     def __init__(self, handoffs: HandoffService):
         self.handoffs = handoffs
 
@@ -68,6 +127,17 @@ class HandoffItem:
 
 
 class HandoffResolution:
+    contract = operations(
+        post=Operation(
+            "resolveHandoff",
+            "Accept or reject a pending handoff, once, as its target.",
+            body=schemas.RESOLVE_HANDOFF,
+            answer=answers(HANDOFF),
+            errors=("NOT_FOUND", "UNAVAILABLE"),
+            idempotent=True,
+        )
+    )
+
     def __init__(self, handoffs: HandoffService):
         self.handoffs = handoffs
 

@@ -12,18 +12,57 @@ from dataclasses import asdict
 
 import falcon
 
+from titen.api.rest.contract import (
+    INTEGER,
+    STRING,
+    Operation,
+    answers,
+    array,
+    nullable,
+    obj,
+    operations,
+)
 from titen.service.readiness import Readiness
 
 
 class Health:
-    public = True
+    contract = operations(
+        get=Operation(
+            "getHealth",
+            "Liveness: 200 while the process answers HTTP (no database call).",
+            answer=answers(obj({"status": {"type": "string", "enum": ["ok"]}})),
+            public=True,
+        )
+    )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = {"data": {"status": "ok"}}
 
 
 class Ready:
-    public = True
+    contract = operations(
+        get=Operation(
+            "getReadiness",
+            "Readiness: the database and each read model's position and lag; the same body "
+            "with 503 when the database does not answer.",
+            answer=answers(
+                obj(
+                    {
+                        "status": {"type": "string", "enum": ["ready", "unavailable"]},
+                        "database": STRING,
+                        "log_position": nullable(INTEGER),
+                        "projections": {
+                            "type": "object",
+                            "additionalProperties": obj({"position": INTEGER, "lag": INTEGER}),
+                        },
+                        "problems": array(STRING),
+                    }
+                )
+            ),
+            also=(503,),
+            public=True,
+        )
+    )
 
     def __init__(self, readiness: Readiness):
         self.readiness = readiness

@@ -15,14 +15,57 @@ import falcon
 from titen.api import schemas
 from titen.api.rest.auth import principal_of
 from titen.api.rest.body import read_json, validator
+from titen.api.rest.contract import (
+    BOOLEAN,
+    INSTANT,
+    INTEGER,
+    STRING,
+    Link,
+    Operation,
+    answers,
+    obj,
+    operations,
+)
 from titen.domain.clock import iso
 from titen.domain.lease import Holding
 from titen.service.leases import LeaseService
 
 ACQUIRE = validator(schemas.ACQUIRE)
+LEASE_ID = "$response.body#/data/lease_id"
+HOLDING = obj(
+    {
+        "lease_id": STRING,
+        "resource_type": STRING,
+        "resource_id": STRING,
+        "holder": STRING,
+        "purpose": STRING,
+        "acquired_at": INSTANT,
+        "expires_at": INSTANT,
+        "fencing_token": INTEGER,
+        "expired": BOOLEAN,
+    }
+)
 
 
 class Leases:
+    contract = operations(
+        post=Operation(
+            "acquireLease",
+            "Acquire (or, as its holder, renew under a new id) the lease on a resource.",
+            status=201,
+            body=schemas.ACQUIRE,
+            answer=answers(
+                obj({"lease_id": STRING, "expires_at": INSTANT, "fencing_token": INTEGER})
+            ),
+            errors=("CONFLICT", "UNAVAILABLE"),
+            idempotent=True,
+            links={
+                "GetLease": Link("getLease", {"lease_id": LEASE_ID}),
+                "ReleaseLease": Link("releaseLease", {"lease_id": LEASE_ID}),
+            },
+        )
+    )
+
     def __init__(self, leases: LeaseService):
         self.leases = leases
 
@@ -46,6 +89,21 @@ class Leases:
 
 
 class Lease:
+    contract = operations(
+        get=Operation(
+            "getLease",
+            "The lease, while it is its resource's current term (to its holder or an operator).",
+            answer=answers(HOLDING),
+            errors=("NOT_FOUND",),
+        ),
+        delete=Operation(
+            "releaseLease",
+            "Release the lease (its holder, or an operator of the organization).",
+            answer=answers(obj({"lease_id": STRING, "released_at": INSTANT})),
+            errors=("NOT_FOUND", "UNAVAILABLE"),
+        ),
+    )
+
     def __init__(self, leases: LeaseService):
         self.leases = leases
 

@@ -21,6 +21,12 @@ from titen.api.schemas import SINGLE_LINE
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 CURSOR_VERSION = 1
+LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
+PAGE_QUERY = {
+    "limit": LIMIT,
+    "cursor": {"type": "string", "description": "The previous page's next_cursor."},
+}
+"""The paging query parameters as the OpenAPI document shows them."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,161 @@
+"""The OpenAPI 3.1 document, built from the contracts declared beside each resource.
+
+Pure: it reads `contract` from the resource classes of the route table and knows no service, so
+`titen openapi` prints the same document the server serves without opening a database.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from titen.api.rest.contract import JSON, STATUS_OF, STRING, Contract, Operation
+
+VERSION = "0.1.0"
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": (
+        "Makes a retry safe: the first successful answer is stored for 24 h and a repeat with "
+        "the same key and body gets it again (`Idempotent-Replayed: true`) without running "
+        "twice. 1-255 printable ASCII characters, no spaces (docs/idempotency.md)."
+    ),
+    "schema": {"type": "string", "pattern": "^[!-~]{1,255}$"},
+}
+REPLAYED = {
+    "description": "`true` when this answer is the stored one of an earlier identical request.",
+    "schema": {"type": "string", "enum": ["true"]},
+}
+REASONS = {
+    400: "The request is malformed; the message names the field.",
+    401: "No valid API key.",
+    403: "The key's role may not do this.",
+    404: "Not found, or not visible to the caller.",
+    409: "Conflict with the current state.",
+    413: "The request body is larger than 1 MiB.",
+    415: "The request body is not JSON.",
+    422: "The Idempotency-Key was used with a different request body.",
+    500: "Internal error.",
+    503: "Unavailable for now; retry.",
+}
+
+
+def document(routes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """The document for a route table of (URI template, resource class or instance)."""
+    paths: dict[str, Any] = {}
+    for template, resource in routes:
+        contract: Contract = resource.contract
+        paths[template] = {
+            method.lower(): _operation(template, operation)
+            for method, operation in contract.items()
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Titen",
+            "version": VERSION,
+            "summary": "Leases and handoffs for AI agents.",
+            "description": (
+                'Every error answers `{"error": {"code", "message"}}`; each operation lists '
+                "the codes it can answer. Keys are `titen keys create` bearer tokens."
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API key from `titen keys create`.",
+                }
+            },
+            "schemas": {"Error": _error_schema(sorted(STATUS_OF, key=STATUS_OF.get))},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def _operation(template: str, operation: Operation) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "operationId": operation.operation_id,
+        "summary": operation.summary,
+        "parameters": _parameters(template, operation),
+        "responses": _responses(operation),
+    }
+    if operation.description:
+        spec["description"] = operation.description
+    if operation.public:
+        spec["security"] = []
+    if operation.body is not None:
+        spec["requestBody"] = {
+            "required": True,
+            "content": {JSON: {"schema": operation.body}},
+        }
+    return spec
+
+
+def _parameters(template: str, operation: Operation) -> list[dict[str, Any]]:
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": STRING}
+        for name in re.findall(r"{(\w+)}", template)
+    ]
+    parameters += [
+        {
+            "name": name,
+            "in": "query",
+            "required": name in operation.required_query,
+            "schema": schema,
+        }
+        for name, schema in operation.query.items()
+    ]
+    parameters += list(operation.headers)
+    if operation.idempotent:
+        parameters.append(IDEMPOTENCY_KEY)
+    return parameters
+
+
+def _responses(operation: Operation) -> dict[str, Any]:
+    success: dict[str, Any] = {"description": operation.summary}
+    if operation.answer is not None:
+        success["content"] = {JSON: {"schema": operation.answer}}
+    else:
+        success["content"] = {operation.media: {"schema": STRING}}
+    if operation.idempotent:
+        success["headers"] = {"Idempotent-Replayed": REPLAYED}
+    if operation.links:
+        success["links"] = {
+            name: {"operationId": link.operation, "parameters": link.parameters}
+            for name, link in operation.links.items()
+        }
+    responses = {str(status): success for status in (operation.status, *operation.also)}
+    by_status: dict[int, list[str]] = {}
+    for code in operation.error_codes():
+        by_status.setdefault(STATUS_OF[code], []).append(code)
+    for status, codes in by_status.items():
+        responses[str(status)] = {
+            "description": f"{REASONS[status]} Codes: {', '.join(codes)}.",
+            "content": {JSON: {"schema": _error_schema(codes)}},
+        }
+    return responses
+
+
+def _error_schema(codes: list[str]) -> dict[str, Any]:
+    """The error envelope, with `code` one of `codes`."""
+    return {
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "enum": codes},
+                    "message": {"type": "string"},
+                },
+                "required": ["code", "message"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["error"],
+        "additionalProperties": False,
+    }
