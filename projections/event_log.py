@@ -125,6 +125,23 @@ class EventLog(Projection):
         rows = self.store.query(statement + " ORDER BY position LIMIT %s", [*params, limit])
         return [Published(row["position"], json.loads(row["event"])) for row in rows]
 
+    def tail(self, after: int, limit: int) -> list[tuple[str, Published]]:
+        """Every organization's events after a position, oldest first, with their organization."""
+        rows = self.store.query(
+            "SELECT position, organization, event FROM {event_log} WHERE position > %s"
+            " ORDER BY position LIMIT %s",
+            [after, limit],
+        )
+        return [
+            (row["organization"], Published(row["position"], json.loads(row["event"])))
+            for row in rows
+        ]
+
+    def last_position(self) -> int:
+        """The newest row's position (0 when there is none)."""
+        rows = self.store.query("SELECT MAX(position) AS last FROM {event_log}")
+        return rows[0]["last"] or 0
+
     def rows(self) -> list[dict[str, Any]]:
         """Every row in log order, for comparing a rebuild with the live table."""
         return self.store.query("SELECT * FROM {event_log} ORDER BY position")

@@ -1,21 +1,24 @@
-"""One thread per server process that applies newly committed events as soon as they commit.
+"""One thread per server process that learns of new commits and wakes subscribers.
 
-Commands in this process catch the projections up themselves; this follower brings in what
-other processes commit (or what one that crashed left unapplied), and so wakes subscribers
-waiting on the projector. On PostgreSQL it wakes on the event store's NOTIFY (one LISTEN
-connection per process, with a poll as the safety net for a lost notification); SQLite has
-no notifications, so it polls often, which is one indexed query.
+The read models are written with each command (projections/projector.py), so nothing is left to
+apply: the follower only hands new rows of the event log to this process's streams and
+long-polls (projections/recent_events.py), one read per commit for all of them. On PostgreSQL it
+wakes on the event store's NOTIFY, which every process's commits send (one LISTEN connection per
+process, with a poll as the safety net for a lost notification); SQLite has no notifications, so
+it is nudged by this process's commits and polls often for other processes', which is one
+indexed query, and only while someone subscribes.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
-from titen.projections.projector import Projector
+from titen.projections.recent_events import RecentEvents
 
 log = logging.getLogger("titen.follower")
 SAFETY_POLL_SECONDS = 1.0
@@ -23,9 +26,11 @@ SQLITE_POLL_SECONDS = 0.02
 
 
 class Follower:
-    def __init__(self, projector: Projector):
-        self.projector = projector
+    def __init__(self, recorder: Any, recent: RecentEvents):
+        self.recorder = recorder
+        self.recent = recent
         self._stop = threading.Event()
+        self._nudged = threading.Event()
         self._thread = threading.Thread(target=self._run, name="follower", daemon=True)
 
     def start(self) -> None:
@@ -33,11 +38,15 @@ class Follower:
 
     def stop(self) -> None:
         self._stop.set()
+        self._nudged.set()
         self._thread.join(timeout=5)
 
+    def nudge(self, position: int) -> None:
+        """A command of this process committed up to `position`: read it now."""
+        self._nudged.set()
+
     def _run(self) -> None:
-        recorder = self.projector.app.recorder
-        listens = isinstance(recorder, PostgresApplicationRecorder)
+        listens = isinstance(self.recorder, PostgresApplicationRecorder)
         wait = self._listen if listens else self._poll
         while not self._stop.is_set():
             try:
@@ -47,14 +56,15 @@ class Follower:
                 self._stop.wait(SAFETY_POLL_SECONDS)
 
     def _poll(self) -> None:
-        while not self._stop.wait(SQLITE_POLL_SECONDS):
-            self.projector.catch_up()
+        while not self._stop.is_set():
+            self.recent.refresh()
+            self._nudged.wait(SQLITE_POLL_SECONDS)
+            self._nudged.clear()
 
     def _listen(self) -> None:
-        recorder = self.projector.app.recorder
-        with recorder.datastore.get_connection() as conn:
-            conn.execute(SQL("LISTEN {}").format(Identifier(recorder.channel_name)))
+        with self.recorder.datastore.get_connection() as conn:
+            conn.execute(SQL("LISTEN {}").format(Identifier(self.recorder.channel_name)))
             while not self._stop.is_set():
-                self.projector.catch_up()
+                self.recent.refresh()
                 for _ in conn.notifies(timeout=SAFETY_POLL_SECONDS, stop_after=1):
                     pass

@@ -1,20 +1,26 @@
-"""Keeps the read models caught up with the event log, each event applied exactly once.
+"""Keeps the read models equal to the log: written with each command, caught up at startup.
 
-Works the same on SQLite and PostgreSQL (SQLite's recorder cannot push notifications): a
-command catches the projections up to its own position before it answers, so the caller
-reads its own writes from any process; servers also poll so others' writes show up.
-Several processes may catch up at once: each transaction first claims the tracking record of
-every projection it changes and checks that it still holds the position it started from; the
-later one waits for the earlier, finds the position moved, rolls back and starts again from the
-positions now recorded. A rebuild claims the same record to swap its tables in
-(projections/rebuild.py), so catch-ups and rebuilds never interleave.
+Every command's events and the read-model rows derived from them commit in one transaction:
+the event recorder calls `write` after inserting the events, on its own cursor
+(storage/inline.py). `write` first moves every projection's tracking record to the new position,
+which locks those records until the commit: a rebuild swapping its tables in claims the same
+records (projections/rebuild.py), so the two queue instead of interleaving. Each projection is
+one `apply` per event, the same function a rebuild and a catch-up use.
+
+`catch_up` applies what the log holds beyond a projection's tracking position: the events a
+release before inline read models left unapplied, or everything, for a projection new in this
+release. `bootstrap` runs it once at startup, before serving. Several processes may catch up at
+once: each transaction first claims the tracking record of every projection it changes and checks
+that it still holds the position it started from; the later one waits for the earlier, finds the
+position moved, rolls back and starts again from the positions now recorded. Every process on one
+store must run the same release, so no event can be committed without its rows once one serves.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import suppress
 from typing import Any
 
 from eventsourcing.application import Application
@@ -24,10 +30,10 @@ from titen.projections.projection import Projection
 from titen.projections.rebuild import Difference
 from titen.projections.rebuild import rebuild as rebuild_from_log
 from titen.projections.rebuild import verify as verify_against_log
-from titen.projections.store import ViewStore
+from titen.projections.store import ViewStore, Writer
+from titen.storage.inline import Recorded
 
 BATCH = 500
-log = logging.getLogger("titen.projector")
 
 
 class Projector:
@@ -35,97 +41,65 @@ class Projector:
         self.app = app
         self.store = store
         self.projections = {p.name: p for p in projections}
-        self._lock = threading.Lock()
-        self._advanced = threading.Condition()
-        self._positions: dict[str, int] = {}
+        self._names = list(self.projections)
+        self._catching_up = threading.Lock()
         self.create_tables()
-        self._reload_positions()
 
     def create_tables(self) -> None:
+        """Create every projection's tables and its tracking record (at 0 when new)."""
         with self.store.writing() as writer:
             for projection in self.projections.values():
                 for statement in projection.schema():
                     writer.execute(statement)
+            writer.claim_all(self._names)
 
-    def position(self) -> int:
-        """How far every projection has applied the log (the slowest one)."""
-        return min(self._positions.values(), default=0)
+    def write(self, cursor: Any, recorded: Recorded) -> None:
+        """Apply newly recorded events inside the transaction that records them."""
+        writer = Writer(self.store, cursor)
+        writer.move(self._names, recorded[-1][0])  # first: it queues behind a rebuild's swap
+        for position, event in recorded:
+            for projection in self.projections.values():
+                projection.apply(writer, event, position)
 
-    def wait_past(
-        self, position: int, timeout: float, until: Callable[[], bool] = lambda: False
-    ) -> bool:
-        """Block until the projections have applied events beyond `position`, `until()` holds
-        (checked whenever `wake` is called) or time is up."""
-        with self._advanced:
-            return self._advanced.wait_for(lambda: self.position() > position or until(), timeout)
-
-    def wake(self) -> None:
-        """Wake every waiter to check its `until` (a subscription's key was revoked)."""
-        with self._advanced:
-            self._advanced.notify_all()
+    def positions(self) -> dict[str, int]:
+        """Where each projection's tracking record stands in the log."""
+        return {name: self.store.max_tracking_id(name) or 0 for name in self._names}
 
     def catch_up(self, until: int | None = None) -> None:
         """Apply committed events until every projection has passed `until` (or the end)."""
-        if until is not None and self.position() >= until:
-            return
-        with self._lock:
-            while until is None or self.position() < until:
+        with self._catching_up:
+            positions = self.positions()
+            while until is None or min(positions.values()) < until:
                 batch = self.app.recorder.select_notifications(
-                    start=self.position(), limit=BATCH, inclusive_of_start=False
+                    start=min(positions.values()), limit=BATCH, inclusive_of_start=False
                 )
                 if not batch:
                     return
-                try:
-                    self._apply(batch)
-                except IntegrityError:
-                    self._reload_positions()  # another process applied them first
-
-    def reflect(self, position: int) -> None:
-        """Catch up to a committed command's position, so its caller reads its own write.
-
-        The command is in the log whatever happens here, and its caller must be told so: a
-        failure (the database gone for a moment) is logged, not raised, and the follower or
-        the next command applies the event instead.
-        """
-        try:
-            self.catch_up(position)
-        except Exception:
-            log.exception("catching up to committed position %d failed; applied later", position)
+                with suppress(IntegrityError):  # another process applied them first
+                    self._apply(batch, positions)
+                positions = self.positions()
 
     def rebuild(self, name: str) -> int:
         """Rebuild one projection from the log into scratch tables, swap them in; its position."""
-        position = rebuild_from_log(self.app, self.store, self.projections[name])
-        self._reload_positions()
-        return position
+        return rebuild_from_log(self.app, self.store, self.projections[name])
 
     def verify(self, name: str) -> Difference | None:
         """Where one projection differs from a fresh rebuild at its own position, or None."""
         return verify_against_log(self.app, self.store, self.projections[name])
 
-    def _apply(self, batch: Sequence[Notification]) -> None:
+    def _apply(self, batch: Sequence[Notification], positions: dict[str, int]) -> None:
         last = batch[-1].id
         events = [(n.id, self.app.mapper.to_domain_event(n)) for n in batch]
-        behind = [name for name in self.projections if self._positions[name] < last]
+        behind = [name for name in self._names if positions[name] < last]
         with self.store.writing() as writer:
             # One statement claims every projection that is behind, one records them all.
-            claimed = writer.claim_all(behind) if behind else {}
+            claimed = writer.claim_all(behind)
             for name in behind:
-                start = self._positions[name]
+                start = positions[name]
                 if claimed[name] != start:
                     raise IntegrityError(f"{name} moved on from {start}")  # applied elsewhere
                 projection = self.projections[name]
                 for position, event in events:
                     if position > start:
                         projection.apply(writer, event, position)
-            if behind:
-                writer.advance(behind, last)
-        self._advance({name: max(self._positions[name], last) for name in self.projections})
-
-    def _reload_positions(self) -> None:
-        self._advance({name: self.store.max_tracking_id(name) or 0 for name in self.projections})
-
-    def _advance(self, positions: dict[str, int]) -> None:
-        """Record new positions and wake whoever waits for events beyond the old ones."""
-        with self._advanced:
-            self._positions.update(positions)
-            self._advanced.notify_all()
+            writer.advance(behind, last)

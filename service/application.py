@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID, uuid4
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError, Transcoder, Transcoding
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.persistence import IntegrityError, Recording, Transcoder, Transcoding
 
 from titen.domain.clock import Clock
 from titen.domain.errors import Contention, InvalidField, NotFound
@@ -21,6 +21,7 @@ from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import LEASE, new_id
 from titen.domain.lease import Holding, Lease, Term
 from titen.storage.group_commit import GroupCommit
+from titen.storage.inline import DOMAIN_EVENTS
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 32
@@ -55,10 +56,23 @@ class Titen(Application[UUID]):
         super().__init__(env)
         self.clock = clock
         self.commits = GroupCommit(self.save)  # how every command saves
+        self.on_commit: list[Callable[[int], None]] = []
+        """Told the last log position of each save once it has committed (wakes subscribers)."""
 
     def register_transcodings(self, transcoder: Transcoder) -> None:
         super().register_transcodings(transcoder)
         transcoder.register(TermAsDict())
+
+    def _record(self, processing_event: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
+        """Record the events, handing them to the recorder as the command made them, so the
+        read models are written in the same transaction without decoding them again."""
+        processing_event.saved_kwargs[DOMAIN_EVENTS] = processing_event.events
+        return super()._record(processing_event)
+
+    def _notify(self, recordings: list[Recording[UUID]]) -> None:
+        if recordings:
+            for listener in self.on_commit:
+                listener(recordings[-1].notification.id)
 
     def acquire_lease(
         self,

@@ -10,6 +10,7 @@ from titen.projections.inbox import Inbox
 from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
 from titen.projections.projector import Projector
+from titen.projections.recent_events import RecentEvents
 from titen.projections.store import ViewStore, open_store
 from titen.service.application import Titen
 from titen.service.auditor import Auditor
@@ -33,6 +34,7 @@ class Services:
     inbox: Inbox
     event_log: EventLog
     lease_directory: LeaseDirectory
+    recent_events: RecentEvents
     keys: Keys
     revocations: Revocations
     leases: LeaseService
@@ -45,7 +47,12 @@ class Services:
 
 
 def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Services:
-    """Open the store at `url`, creating its schema on first use."""
+    """Open the store at `url`, creating its schema on first use.
+
+    From here on every command writes the read models in its own transaction; what the log
+    holds beyond them (a store an earlier release wrote, a projection new in this release) is
+    applied once, now, before anything is served.
+    """
     register_legacy_topics()
     database = parse(url)
     clock = clock or SystemClock()
@@ -58,9 +65,13 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         lease_directory = LeaseDirectory(store)
         projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
         keys = Keys(store, clock)
+    app.recorder.inline = projector.write
+    projector.catch_up()
+    recent_events = RecentEvents(event_log)
+    app.on_commit.append(recent_events.committed)
     revocations = Revocations(keys)
-    revocations.on_revoked(projector.wake)
-    leases = LeaseService(app, lease_index, lease_directory, projector, clock)
+    revocations.on_revoked(recent_events.wake)
+    leases = LeaseService(app, lease_index, lease_directory, clock)
     return Services(
         database=database,
         clock=clock,
@@ -71,10 +82,11 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         inbox=inbox,
         event_log=event_log,
         lease_directory=lease_directory,
+        recent_events=recent_events,
         keys=keys,
         revocations=revocations,
         leases=leases,
-        handoffs=HandoffService(app, inbox, keys, projector),
-        auditor=Auditor(app, leases.find),
+        handoffs=HandoffService(app, inbox, keys),
+        auditor=Auditor(app, lease_directory.find),
         readiness=Readiness(app, store, projector),
     )

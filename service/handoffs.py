@@ -1,7 +1,7 @@
 """The handoff commands and queries as a caller makes them.
 
-Who may see or resolve a handoff, and the read-your-writes step after each command, live here
-once; the REST resources only translate HTTP to these calls.
+Who may see or resolve a handoff lives here once; the REST resources only translate HTTP to these
+calls. A command's inbox rows commit with its events, so its caller reads its own write at once.
 """
 
 from __future__ import annotations
@@ -12,18 +12,16 @@ from titen.domain.errors import NotFound
 from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import HANDOFF, to_uuid
 from titen.projections.inbox import Inbox, PendingHandoff
-from titen.projections.projector import Projector
 from titen.service import metrics
 from titen.service.application import Titen
 from titen.service.keys import Keys, Principal
 
 
 class HandoffService:
-    def __init__(self, app: Titen, inbox: Inbox, keys: Keys, projector: Projector):
+    def __init__(self, app: Titen, inbox: Inbox, keys: Keys):
         self.app = app
         self.inbox = inbox
         self.keys = keys
-        self.projector = projector
 
     def create(
         self,
@@ -47,7 +45,6 @@ class HandoffService:
             is_principal=lambda name: self.keys.is_principal(caller.organization, name),
         )
         metrics.HANDOFFS_CREATED.inc()
-        self.projector.reflect(committed.position)
         return committed.value
 
     def pending(
@@ -75,7 +72,6 @@ class HandoffService:
             accept=accept,
         )
         metrics.HANDOFFS_RESOLVED.labels(committed.value.status).inc()
-        self.projector.reflect(committed.position)
         return committed.value
 
 

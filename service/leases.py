@@ -1,8 +1,7 @@
-"""The lease commands as a caller makes them: who may, and reading one's own write at once.
+"""The lease commands as a caller makes them: who may, once, rather than in every resource.
 
-The REST resources and any other edge call one method per command; the organization check on
-release and the read-your-writes step (the projections caught up to the command's position
-before it answers) live here, once, rather than in every resource.
+The REST resources and any other edge call one method per command. A command's read-model rows
+commit with its events, so its caller (in any process) reads its own write as soon as it answers.
 """
 
 from __future__ import annotations
@@ -12,9 +11,8 @@ from datetime import datetime
 from titen.domain.clock import Clock
 from titen.domain.errors import LeaseHeld, NotFound
 from titen.domain.lease import Holding, has_expired
-from titen.projections.lease_directory import LeaseDirectory, LeaseEntry
+from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
-from titen.projections.projector import Projector
 from titen.service import metrics
 from titen.service.application import Titen
 from titen.service.keys import Principal
@@ -26,13 +24,11 @@ class LeaseService:
         app: Titen,
         index: LeaseIndex,
         directory: LeaseDirectory,
-        projector: Projector,
         clock: Clock,
     ):
         self.app = app
         self.index = index
         self.directory = directory
-        self.projector = projector
         self.clock = clock
 
     def acquire(
@@ -52,7 +48,6 @@ class LeaseService:
             metrics.LEASE_CONFLICTS.inc()
             raise
         metrics.LEASES_ACQUIRED.inc()
-        self.projector.reflect(committed.position)
         return committed.value
 
     def release(self, caller: Principal, lease_id: str) -> datetime:
@@ -70,7 +65,6 @@ class LeaseService:
             as_operator=caller.is_operator,
         )
         metrics.LEASES_RELEASED.inc()
-        self.projector.reflect(committed.position)
         return committed.value
 
     def get(self, caller: Principal, lease_id: str) -> tuple[Holding, bool]:
@@ -81,7 +75,7 @@ class LeaseService:
         its destructive step is never told about a lease that was already superseded.
         """
         missing = NotFound(f"No unreleased lease {lease_id}.")
-        found = self.find(lease_id)
+        found = self.directory.find(lease_id)
         if found is None or found.organization != caller.organization:
             raise missing
         holding = self.app.lease_holding(
@@ -91,15 +85,3 @@ class LeaseService:
             as_operator=caller.is_operator,
         )
         return holding, has_expired(holding.expires_at, self.clock.now())
-
-    def find(self, lease_id: str) -> LeaseEntry | None:
-        """Which resource's events hold a lease, catching up once if the directory lacks it.
-
-        A lease begun in another process a moment ago may not have reached this process's
-        projections yet; an id that is still unknown after the catch-up never began.
-        """
-        entry = self.directory.find(lease_id)
-        if entry is None:
-            self.projector.catch_up()
-            entry = self.directory.find(lease_id)
-        return entry

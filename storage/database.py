@@ -64,8 +64,13 @@ class Database:
                 "SQLITE_LOCK_TIMEOUT": str(SQLITE_LOCK_TIMEOUT_SECONDS),
                 "APPLICATION_RECORDER_TOPIC": get_topic(TunedSQLiteRecorder),
             }
+        from eventsourcing.utils import get_topic
+
+        from titen.storage.postgres import InlinePostgresRecorder
+
         return {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "APPLICATION_RECORDER_TOPIC": get_topic(InlinePostgresRecorder),
             "POSTGRES_DBNAME": self.dbname,
             "POSTGRES_HOST": self.host,
             "POSTGRES_PORT": str(self.port),

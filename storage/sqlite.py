@@ -1,15 +1,21 @@
-"""SQLite as the event store: the library's recorder with a larger, tuned connection pool."""
+"""SQLite as the event store: the library's recorder with a larger, tuned connection pool, and
+the read models written in each command's own transaction (storage/inline.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
     SQLiteConnectionPool,
+    SQLiteCursor,
     SQLiteDatastore,
 )
+
+from titen.storage.inline import InlineRecording
 
 SQLITE_PRAGMAS = (
     # WAL (which the library turns on) with synchronous=NORMAL: a commit no longer waits for an
@@ -35,8 +41,11 @@ class TunedSQLitePool(SQLiteConnectionPool):
         return connection
 
 
-class TunedSQLiteRecorder(SQLiteApplicationRecorder):
+class TunedSQLiteRecorder(InlineRecording, SQLiteApplicationRecorder):
     """The library's SQLite event recorder; constructing it tunes the datastore it shares.
+
+    Its insert writes the read models after the events, in the same transaction: SQLite's write
+    lock is held from the first insert to the commit, so log positions commit in order.
 
     The library builds the SQLite datastore and its pool before anything can configure them
     (and `PERSISTENCE_MODULE` stays the library's). The application recorder is the first
@@ -58,3 +67,10 @@ class TunedSQLiteRecorder(SQLiteApplicationRecorder):
             )
             old.close()
         super().__init__(datastore, **kwargs)
+
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        positions = super()._insert_events(c, stored_events, **kwargs)
+        self.write_inline(c, positions, kwargs)
+        return positions

@@ -61,10 +61,10 @@ def create_app(
 
 def _resources(services: Services, settings: ServerSettings) -> dict[type, object]:
     """One instance of each resource class, given only the service it calls."""
+    recent = services.recent_events
     subscribers = Subscribers(
-        settings.max_subscribers, settings.heartbeat_seconds, services.revocations
+        settings.max_subscribers, settings.heartbeat_seconds, services.revocations, recent
     )
-    log, projector = services.event_log, services.projector
     return {
         Health: Health(),
         Ready: Ready(services.readiness),
@@ -75,8 +75,8 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
         Handoffs: Handoffs(services.handoffs),
         HandoffItem: HandoffItem(services.handoffs),
         HandoffResolution: HandoffResolution(services.handoffs),
-        Events: Events(log, projector, subscribers),
-        EventStream: EventStream(log, projector, subscribers),
+        Events: Events(recent, subscribers),
+        EventStream: EventStream(recent, subscribers),
         AuditResource: AuditResource(services.auditor),
         AuditLease: AuditLease(services.auditor),
         AuditHandoff: AuditHandoff(services.auditor),

@@ -2,8 +2,9 @@
 
 A principal reads its own organization's committed public events. Cursors have the opaque form
 of the handoff inbox's (api/paging.py); `next_cursor` is always one to resume from. Streams and
-waiting long-polls wait on the projector's signal, never on a database connection, and are
-bounded by a subscriber limit so they cannot take the threads that serve everything else.
+waiting long-polls wait on the follower's signal, never on a database connection, and are
+bounded by a subscriber limit so they cannot take the threads that serve everything else. They
+read from memory what the follower read once for all of them (projections/recent_events.py).
 Each watches the key it was opened with: revoking the key ends a stream and answers a waiting
 long-poll 401, in every server process (service/revocations.py).
 """
@@ -41,8 +42,8 @@ from titen.api.rest.paging import (
     single,
 )
 from titen.domain.events import PUBLISHED
-from titen.projections.event_log import EventLog, Published
-from titen.projections.projector import Projector
+from titen.projections.event_log import Published
+from titen.projections.recent_events import RecentEvents
 from titen.service.revocations import Revocations
 
 MAX_WAIT_SECONDS = 30
@@ -87,10 +88,17 @@ class Subscribers:
     """The streams and waiting long-polls one process serves at once, their heartbeat, and the
     revocations that end them."""
 
-    def __init__(self, limit: int, heartbeat_seconds: float, revocations: Revocations):
+    def __init__(
+        self,
+        limit: int,
+        heartbeat_seconds: float,
+        revocations: Revocations,
+        recent: RecentEvents,
+    ):
         self.limit = limit
         self.heartbeat_seconds = heartbeat_seconds
         self.revocations = revocations
+        self.recent = recent
         self._slots = threading.BoundedSemaphore(limit)
 
     def admit(self) -> None:
@@ -101,9 +109,11 @@ class Subscribers:
                 "retry later or poll GET /v1/events without wait.",
             )
         SUBSCRIBERS.inc()
+        self.recent.subscribe()
 
     def leave(self) -> None:
         SUBSCRIBERS.dec()
+        self.recent.unsubscribe()
         self._slots.release()
 
 
@@ -124,30 +134,29 @@ class Events:
         )
     )
 
-    def __init__(self, log: EventLog, projector: Projector, subscribers: Subscribers):
-        self.log = log
-        self.projector = projector
+    def __init__(self, recent: RecentEvents, subscribers: Subscribers):
+        self.recent = recent
         self.subscribers = subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         organization = principal_of(req).organization
         reject_unknown(req.params, {"after", "types", "limit", "wait"})
-        after = _after(single(req.params, "after"), self.projector)
+        after = _after(single(req.params, "after"), self.recent)
         types = _types(req)
         limit = read_limit(req.params)
         wait = _wait(req)
-        log = self.log
-        events = log.read(organization, after, types, limit)
+        recent = self.recent
+        events = recent.read(organization, after, types, limit)
         if not events and wait > 0:
             self.subscribers.admit()
             try:
                 with self.subscribers.revocations.watch(*key_of(req)) as watch:
                     deadline = time.monotonic() + wait
                     while not events and (remaining := deadline - time.monotonic()) > 0:
-                        seen = self.projector.position()
-                        events = log.read(organization, after, types, limit)
+                        seen = recent.version()
+                        events = recent.read(organization, after, types, limit)
                         if not events:
-                            self.projector.wait_past(seen, remaining, watch.revoked.is_set)
+                            recent.wait_past(seen, remaining, watch.revoked.is_set)
                         if watch.revoked.is_set():
                             raise error(401, "The API key was revoked.")
             finally:
@@ -182,16 +191,15 @@ class EventStream:
         )
     )
 
-    def __init__(self, log: EventLog, projector: Projector, subscribers: Subscribers):
-        self.log = log
-        self.projector = projector
+    def __init__(self, recent: RecentEvents, subscribers: Subscribers):
+        self.recent = recent
         self.subscribers = subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         organization = principal_of(req).organization
         reject_unknown(req.params, {"after", "types"})
         cursor = single(req.params, "after") or req.get_header("Last-Event-ID")
-        after = _after(cursor, self.projector)
+        after = _after(cursor, self.recent)
         types = _types(req)
         self.subscribers.admit()
         resp.content_type = "text/event-stream"
@@ -233,13 +241,13 @@ class Stream:
     def _frames(
         self, organization: str, after: int, types: tuple, revoked: Callable[[], bool]
     ) -> Iterator[bytes]:
-        log, projector = self._resource.log, self._resource.projector
+        recent = self._resource.recent
         heartbeat = self._resource.subscribers.heartbeat_seconds
         yield b": connected\n\n"
         quiet_since = time.monotonic()
         while not revoked():
-            seen = projector.position()
-            events = log.read(organization, after, types, STREAM_BATCH)
+            seen = recent.version()
+            events = recent.read(organization, after, types, STREAM_BATCH)
             for event in events:
                 yield _frame(event)
                 after = event.position
@@ -249,7 +257,7 @@ class Stream:
             if time.monotonic() - quiet_since >= heartbeat:
                 yield b": heartbeat\n\n"
                 quiet_since = time.monotonic()
-            projector.wait_past(seen, heartbeat - (time.monotonic() - quiet_since), revoked)
+            recent.wait_past(seen, heartbeat - (time.monotonic() - quiet_since), revoked)
 
 
 def _served(event: Published) -> dict:
@@ -262,13 +270,12 @@ def _frame(event: Published) -> bytes:
     return frame.encode()
 
 
-def _after(cursor: str | None, projector: Projector) -> int:
+def _after(cursor: str | None, recent: RecentEvents) -> int:
     """A resume position: none is the beginning, `latest` the live tail."""
     if not cursor:
         return 0
     if cursor == "latest":
-        projector.catch_up()
-        return projector.position()
+        return recent.log.last_position()
     return decode_cursor(cursor, "after")
 
 

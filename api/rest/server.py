@@ -1,4 +1,4 @@
-"""`titen serve`: the API under waitress, with the projections kept fresh in the background.
+"""`titen serve`: the API under waitress, with a follower waking subscribers on every commit.
 
 Each open event stream or waiting long-poll holds a waitress worker thread while it waits, so
 the pool is sized as the request threads plus the subscriber limit: subscribers can never take
@@ -21,7 +21,8 @@ log = logging.getLogger("titen.server")
 
 
 def serve(services: Services, settings: ServerSettings) -> None:
-    follower = Follower(services.projector)
+    follower = Follower(services.app.recorder, services.recent_events)
+    services.app.on_commit.append(follower.nudge)
     follower.start()
     services.revocations.start()
     stop_metrics = None

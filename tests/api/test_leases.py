@@ -173,7 +173,9 @@ def test_a_purpose_may_span_lines_and_the_projections_keep_working(client, servi
     result = acquire(client, alice, purpose="line one\n\tline two")
     assert result.status_code == 201
     assert acquire(client, bob, resource_id="next").status_code == 201
-    assert services.projector.position() == services.app.recorder.max_notification_id()
+    last = services.app.recorder.max_notification_id()
+    assert set(services.projector.positions().values()) == {last}
+    assert services.projector.verify("lease_index") is None
 
 
 def test_malformed_json_is_400(client, services, alice):
@@ -259,21 +261,23 @@ def test_any_request_declaring_a_body_over_one_mebibyte_is_413(client, services,
     assert release(client, alice, lease_id).status_code == 200
 
 
-def test_a_committed_acquire_answers_201_even_if_the_read_models_cannot_catch_up(
-    client, services, alice
-):
-    """The event is in the log once the command commits; answering 500 then would tell the
-    caller it failed while it holds the lease. The read models apply it later instead."""
+def test_a_command_whose_read_model_write_fails_stores_no_event(client, services, alice):
+    """The read models are written in the command's own transaction: when that fails, the
+    whole command fails, records nothing, and a retry once the fault is gone succeeds."""
     with services.store.writing() as writer:
-        writer.execute("DROP TABLE {event_log}")  # every catch-up now fails
+        writer.execute("ALTER TABLE {event_log} RENAME TO event_log_away")  # the fault
     before = event_count(services)
+    positions = services.projector.positions()
 
     result = acquire(client, alice)
 
-    assert result.status_code == 201
-    assert event_count(services) > before
-    lease_id = result.json["data"]["lease_id"]
-    assert services.lease_index.find(lease_id) is None  # not applied yet
-    services.projector.create_tables()
-    services.projector.catch_up()  # as the follower or the next command would
+    assert (result.status_code, result.json["error"]["code"]) == (500, "INTERNAL")
+    assert event_count(services) == before
+    assert services.projector.positions() == positions
+    assert services.lease_index.rows() == [] and services.lease_directory.rows() == []
+    with services.store.writing() as writer:
+        writer.execute("ALTER TABLE {event_log_away} RENAME TO event_log")
+    lease_id = acquire(client, alice).json["data"]["lease_id"]
     assert release(client, alice, lease_id).status_code == 200
+    for name in services.projector.projections:
+        assert services.projector.verify(name) is None, name

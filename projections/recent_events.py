@@ -1,0 +1,141 @@
+"""The organization event log's newest rows, read once per commit for every subscriber.
+
+Open streams and waiting long-polls would each query the event log after every commit. Instead
+the follower (projections/follower.py) reads the rows committed since its last read once, for
+all organizations, and subscribers take theirs from memory, filtered by organization and type.
+A reader whose cursor is older than what memory holds reads the table instead, as a plain GET
+does. Memory holds every row after `floor`, in log order: the log commits in order (the events
+table lock on PostgreSQL, the write lock on SQLite), so a read after the last position held never
+skips a row that commits later. Nothing is read while nobody subscribes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from titen.projections.event_log import EventLog, Published
+
+CAPACITY = 4096
+"""Rows held in memory (all organizations); older cursors read the table."""
+READ_BATCH = 1000
+
+
+class RecentEvents:
+    def __init__(self, log: EventLog, capacity: int = CAPACITY):
+        self.log = log
+        self._capacity = capacity
+        self._changed = threading.Condition()
+        self._version = 0
+        self._floor: int | None = None
+        """Every row after it is held (up to `_through`); None while nothing is held."""
+        self._through = 0
+        self._held: deque[tuple[str, Published]] = deque()
+        self._by_organization: dict[str, deque[Published]] = {}
+        self._subscribers = 0
+
+    def subscribe(self) -> None:
+        """A stream or long-poll starts: the follower keeps memory current from now on."""
+        with self._changed:
+            self._subscribers += 1
+
+    def unsubscribe(self) -> None:
+        with self._changed:
+            self._subscribers -= 1
+
+    def committed(self, position: int) -> None:
+        """A command of this process committed: wake subscribers now if they read the table
+        (nothing held yet, or no follower, as in an app served in-process); the follower's
+        next read wakes them otherwise."""
+        with self._changed:
+            if self._floor is None:
+                self._version += 1
+                self._changed.notify_all()
+
+    def version(self) -> int:
+        """Changes whenever rows arrive; `wait_past` it to sleep until then."""
+        return self._version
+
+    def wait_past(
+        self, version: int, timeout: float, until: Callable[[], bool] = lambda: False
+    ) -> bool:
+        """Block until rows arrived after `version` was read, `until()` holds (checked whenever
+        `wake` is called) or time is up."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: self._version != version or until(), max(timeout, 0)
+            )
+
+    def wake(self) -> None:
+        """Wake every waiter to check its `until` (a subscription's key was revoked)."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def read(
+        self, organization: str, after: int, types: tuple[str, ...], limit: int
+    ) -> list[Published]:
+        """The organization's events after a position, oldest first: from memory when it holds
+        every row after `after`, else from the table."""
+        with self._changed:
+            held = self._floor is not None and after >= self._floor
+            if held:
+                newer: list[Published] = []
+                for event in reversed(self._by_organization.get(organization, ())):
+                    if event.position <= after:
+                        break
+                    newer.append(event)
+        if not held:
+            return self.log.read(organization, after, types, limit)
+        newer.reverse()
+        if types:
+            newer = [e for e in newer if e.event["type"] in types]
+        return newer[:limit]
+
+    def refresh(self) -> None:
+        """Read the rows committed since the last read (the follower calls it on each commit)."""
+        with self._changed:
+            if not self._subscribers:
+                self._forget()
+                return
+            start = self._through if self._floor is not None else None
+        if start is None:
+            self._hold_from(self.log.last_position())
+            return
+        while True:
+            rows = self.log.tail(start, READ_BATCH)
+            if rows:
+                self._add(rows)
+                start = rows[-1][1].position
+            if len(rows) < READ_BATCH:
+                return
+
+    def _forget(self) -> None:
+        self._floor = None
+        self._held.clear()
+        self._by_organization.clear()
+
+    def _hold_from(self, position: int) -> None:
+        """Start holding: everything up to `position` is the table's to serve."""
+        with self._changed:
+            self._floor = self._through = position
+            self._version += 1
+            self._changed.notify_all()
+
+    def _add(self, rows: list[tuple[str, Published]]) -> None:
+        with self._changed:
+            if self._floor is None:
+                return  # forgotten meanwhile
+            for organization, event in rows:
+                self._held.append((organization, event))
+                self._by_organization.setdefault(organization, deque()).append(event)
+            while len(self._held) > self._capacity:
+                organization, oldest = self._held.popleft()
+                events = self._by_organization[organization]
+                events.popleft()
+                if not events:
+                    del self._by_organization[organization]
+                self._floor = oldest.position
+            self._through = rows[-1][1].position
+            self._version += 1
+            self._changed.notify_all()
