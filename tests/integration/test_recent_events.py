@@ -1,0 +1,68 @@
+"""Subscribers of one process share one read of the event log per commit."""
+
+from __future__ import annotations
+
+from titen.projections.recent_events import RecentEvents
+from titen.service.bootstrap import Services
+
+
+def acquire(services: Services, organization: str, n: int) -> None:
+    services.app.acquire_lease(
+        organization=organization,
+        holder="agent_a",
+        resource_type="deploy",
+        resource_id=f"r{n}",
+        purpose="p",
+        ttl_seconds=60,
+    )
+
+
+def hide_the_table(services: Services) -> None:
+    with services.store.writing() as writer:
+        writer.execute("ALTER TABLE {event_log} RENAME TO event_log_hidden")
+
+
+def test_subscribers_read_new_rows_from_memory_filtered_by_organization(services):
+    acquire(services, "acme", 0)
+    recent = RecentEvents(services.event_log)
+    recent.subscribe()
+    recent.refresh()  # holds from the log's end on
+    held_from = services.event_log.last_position()
+    version = recent.version()
+    for n in range(1, 6):
+        acquire(services, "acme" if n % 2 else "umbra", n)
+    recent.refresh()  # one read for all organizations
+    assert recent.version() != version
+    expected = {org: services.event_log.read(org, held_from, (), 100) for org in ("acme", "umbra")}
+    hide_the_table(services)  # from here on, only memory can answer
+    assert recent.read("acme", held_from, (), 100) == expected["acme"]
+    assert recent.read("umbra", held_from, (), 100) == expected["umbra"]
+    assert recent.read("acme", held_from, (), 1) == expected["acme"][:1]
+    assert recent.read("acme", held_from, ("handoff.created",), 100) == []
+    last = expected["acme"][-1].position
+    assert recent.read("acme", last, (), 100) == []
+
+
+def test_a_cursor_older_than_memory_reads_the_table(services):
+    for n in range(4):
+        acquire(services, "acme", n)
+    recent = RecentEvents(services.event_log, capacity=2)
+    recent.subscribe()
+    recent.refresh()
+    for n in range(4, 8):
+        acquire(services, "acme", n)
+    recent.refresh()
+    assert recent.read("acme", 0, (), 100) == services.event_log.read("acme", 0, (), 100)
+    assert len(recent.read("acme", 0, (), 100)) == 8
+
+
+def test_nothing_is_read_while_nobody_subscribes(services):
+    recent = RecentEvents(services.event_log)
+    recent.subscribe()
+    recent.refresh()
+    recent.unsubscribe()
+    hide_the_table(services)
+    recent.refresh()  # would fail if it read
+    version = recent.version()
+    recent.committed(1)  # nothing held: a local commit wakes readers of the table at once
+    assert recent.version() != version
