@@ -38,6 +38,7 @@ class Revocations:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._seen = 0  # SQLite: the revision last acted on
 
     def on_revoked(self, wake: Callable[[], None]) -> None:
         """Call `wake` after watches were marked revoked (it wakes whatever they wait on)."""
@@ -59,6 +60,10 @@ class Revocations:
                 self._watches.discard(watch)
 
     def start(self) -> None:
+        if not self.keys.pushes_revocations:
+            # Read before the thread starts: one read by the thread itself, whenever it first
+            # runs, would take a revocation committed in between as already seen.
+            self._seen = self.keys.revision()
         self._thread = threading.Thread(target=self._run, name="revocations", daemon=True)
         self._thread.start()
 
@@ -92,11 +97,10 @@ class Revocations:
                 self._stop.wait(RETRY_SECONDS)
 
     def _poll(self) -> None:
-        seen = self.keys.revision()
         while not self._stop.wait(SQLITE_POLL_SECONDS):
             revision = self.keys.revision()
-            if revision != seen:
-                seen = revision
+            if revision != self._seen:
+                self._seen = revision
                 self.revoked()
 
     def _listen(self) -> None:
