@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import falcon
@@ -12,6 +13,8 @@ from jsonschema.exceptions import ValidationError, best_match
 from titen.api.rest.errors import error
 
 MAX_BODY_BYTES = 1024 * 1024
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""json.loads pairs escaped surrogates into one character, so any left is alone."""
 
 
 def validator(schema: dict[str, Any]) -> Draft202012Validator:
@@ -43,7 +46,30 @@ def read_json(req: falcon.Request, validator: Draft202012Validator) -> dict[str,
     problem = best_match(validator.iter_errors(body))
     if problem is not None:
         raise error(400, describe(problem))
+    field = lone_surrogate(body)
+    if field is not None:
+        raise error(400, f"{field} must not contain control characters.")  # as the pattern says
     return body
+
+
+def lone_surrogate(value: Any, path: str = "") -> str | None:
+    """The dotted name of the first string holding a lone surrogate, or None.
+
+    Such a string is valid JSON but cannot be encoded as UTF-8, so it could never be stored.
+    """
+    if isinstance(value, str):
+        return path if LONE_SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for name, item in items:
+        found = lone_surrogate(item, f"{path}.{name}" if path else str(name))
+        if found is not None:
+            return found
+    return None
 
 
 def describe(problem: ValidationError) -> str:

@@ -44,8 +44,8 @@ class Operation:
     operation_id: str
     summary: str
     answer: dict[str, Any] | None
-    """JSON Schema of the success body (the whole body, usually `answers(data_schema)`);
-    None when the success body is not JSON (then `media` names it)."""
+    """JSON Schema of the success body (usually `answers(data_schema)`), or of each frame of
+    a text/event-stream; None for a page (`media` names its type)."""
     status: int = 200
     also: tuple[int, ...] = ()
     """Further statuses that answer the same success body (not the error envelope)."""

@@ -82,6 +82,14 @@ EVENT = obj(
     }
 )
 """A published event: a CloudEvent with the cursor to resume after it."""
+FRAME = obj(
+    {
+        "id": STRING,
+        "event": {"type": "string", "enum": list(PUBLISHED)},
+        "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": EVENT},
+    }
+)
+"""One Server-Sent Events frame: `id` the event's cursor, `event` its type, `data` the event."""
 
 
 class Subscribers:
@@ -185,7 +193,7 @@ class EventStream:
                     "schema": STRING,
                 },
             ),
-            answer=None,
+            answer=FRAME,
             media=EVENT_STREAM,
             errors=("UNAVAILABLE",),
         )

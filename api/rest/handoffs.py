@@ -60,7 +60,6 @@ class Handoffs:
             body=schemas.CREATE_HANDOFF,
             answer=answers(obj({"handoff_id": STRING, "status": STATUS})),
             errors=("UNAVAILABLE",),
-            idempotent=True,
             links={
                 "GetHandoff": Link("getHandoff", {"handoff_id": HANDOFF_ID}),
                 "ResolveHandoff": Link("resolveHandoff", {"handoff_id": HANDOFF_ID}),
@@ -134,7 +133,6 @@ class HandoffResolution:
             body=schemas.RESOLVE_HANDOFF,
             answer=answers(HANDOFF),
             errors=("NOT_FOUND", "UNAVAILABLE"),
-            idempotent=True,
         )
     )
 

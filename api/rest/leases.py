@@ -58,7 +58,6 @@ class Leases:
                 obj({"lease_id": STRING, "expires_at": INSTANT, "fencing_token": INTEGER})
             ),
             errors=("CONFLICT", "UNAVAILABLE"),
-            idempotent=True,
             links={
                 "GetLease": Link("getLease", {"lease_id": LEASE_ID}),
                 "ReleaseLease": Link("releaseLease", {"lease_id": LEASE_ID}),

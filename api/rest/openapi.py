@@ -118,10 +118,8 @@ def _parameters(template: str, operation: Operation) -> list[dict[str, Any]]:
 
 def _responses(operation: Operation) -> dict[str, Any]:
     success: dict[str, Any] = {"description": operation.summary}
-    if operation.answer is not None:
-        success["content"] = {JSON: {"schema": operation.answer}}
-    else:
-        success["content"] = {operation.media: {"schema": STRING}}
+    schema = STRING if operation.answer is None else operation.answer
+    success["content"] = {operation.media: {"schema": schema}}
     if operation.idempotent:
         success["headers"] = {"Idempotent-Replayed": REPLAYED}
     if operation.links:
