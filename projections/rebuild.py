@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,16 +64,30 @@ class Difference:
         return f"{where}: live has {_show(self.live)} where the log gives {_show(self.rebuilt)}"
 
 
+Progress = Callable[[int], None]
+"""Told the copy's log position after each batch (a command line draws it as a bar)."""
+
+
+def _unwatched(position: int) -> None:
+    """Nobody follows this rebuild's progress."""
+
+
 class Scratch:
     """A projection's tables built from the log under other names, beside the live ones."""
 
     def __init__(
-        self, app: Application[Any], store: ViewStore, projection: Projection, batch: int = BATCH
+        self,
+        app: Application[Any],
+        store: ViewStore,
+        projection: Projection,
+        batch: int = BATCH,
+        progress: Progress = _unwatched,
     ):
         self.app = app
         self.store = store
         self.projection = projection
         self.batch = batch
+        self.progress = progress
         self.name = projection.name + SUFFIX
         self.tables = {table: table + SUFFIX for table in projection.tables}
         self.position = 0
@@ -105,6 +120,7 @@ class Scratch:
                     self.projection.apply(scratch, event, notification.id)
                 self.position = batch[-1].id
                 writer.set_position(self.name, self.position)
+            self.progress(self.position)
 
     def swap(self) -> int:
         """Replace the live rows with the copy's, brought up to the log's end; the position.
@@ -174,10 +190,14 @@ class Scratch:
 
 
 def rebuild(
-    app: Application[Any], store: ViewStore, projection: Projection, batch: int = BATCH
+    app: Application[Any],
+    store: ViewStore,
+    projection: Projection,
+    batch: int = BATCH,
+    progress: Progress = _unwatched,
 ) -> int:
     """Rebuild one projection from the log and swap it in; returns its new position."""
-    scratch = Scratch(app, store, projection, batch)
+    scratch = Scratch(app, store, projection, batch, progress)
     scratch.create()
     try:
         scratch.fill()
@@ -190,10 +210,14 @@ def rebuild(
 
 
 def verify(
-    app: Application[Any], store: ViewStore, projection: Projection, batch: int = BATCH
+    app: Application[Any],
+    store: ViewStore,
+    projection: Projection,
+    batch: int = BATCH,
+    progress: Progress = _unwatched,
 ) -> Difference | None:
     """Rebuild into scratch tables up to the live position and compare; the first difference."""
-    scratch = Scratch(app, store, projection, batch)
+    scratch = Scratch(app, store, projection, batch, progress)
     scratch.create()
     try:
         scratch.fill(until=store.max_tracking_id(projection.name) or 0)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from titen.api.cli.audit_chain import check, seal
 from titen.api.cli.options import database_command, open_services
+from titen.api.cli.progress import Report, progress
 from titen.domain.clock import iso, parse_iso
 from titen.domain.errors import NotFound
 
@@ -87,9 +88,12 @@ def _export(args: argparse.Namespace) -> int:
             "since": None if args.since is None else iso(args.since),
             "exported_at": iso(services.clock.now()),
         }
+        log_end = services.app.recorder.max_notification_id() or 0
+        report = stack.enter_context(progress(f"export {args.org}", log_end, "events"))
         last = ""
-        for last in seal(header, services.auditor.events(args.org, args.since)):
+        for last in seal(header, _reporting(services.auditor.events(args.org, args.since), report)):
             out.write(last + "\n")
+        report(log_end)  # the whole log was read, whether or not its last events were ours
     end = json.loads(last)
     summary = f"exported {end['events']} events of {args.org}; chain head {end['hash']}"
     print(summary, file=sys.stderr)
@@ -98,8 +102,11 @@ def _export(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     try:
-        with open(args.file, encoding="utf-8", errors="replace") as lines:
-            verdict = check(line.rstrip("\n") for line in lines)
+        with (
+            open(args.file, encoding="utf-8", errors="replace") as lines,
+            progress("verify", _line_count(args.file), "lines") as report,
+        ):
+            verdict = check(_counting(lines, report))
     except OSError as exc:
         print(f"titen: {exc}", file=sys.stderr)
         return 2
@@ -115,6 +122,28 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     print(f"ok: {verdict.events} events; chain head {verdict.head}")
     return 0
+
+
+def _reporting(events: Iterator[dict[str, Any]], report: Report) -> Iterator[dict[str, Any]]:
+    """The events, telling `report` each one's log position as it passes."""
+    for event in events:
+        report(event["position"])
+        yield event
+
+
+def _counting(lines: Iterable[str], report: Report) -> Iterator[str]:
+    """The file's lines without their line breaks, telling `report` how many have passed."""
+    for number, line in enumerate(lines, start=1):
+        report(number)
+        yield line.rstrip("\n")
+
+
+def _line_count(path: str) -> int | None:
+    """How many lines the file has, for the bar's end: only counted when a bar is drawn."""
+    if not sys.stderr.isatty():
+        return None
+    with open(path, "rb") as data:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: data.read(1 << 20), b""))
 
 
 def _instant(text: str) -> datetime:
