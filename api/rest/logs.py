@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 import time
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -93,7 +93,7 @@ class RequestLog:
         req.context.started = time.perf_counter()
         offered = req.get_header(REQUEST_ID)
         fits = offered is not None and PLAUSIBLE_ID.fullmatch(offered)
-        req.context.request_id = offered if fits else uuid.uuid4().hex
+        req.context.request_id = offered if fits else os.urandom(16).hex()
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool

@@ -41,7 +41,15 @@ SUBSCRIBERS = Gauge(
 
 
 class RequestMetrics:
-    """Falcon middleware: counts and times every answered request."""
+    """Falcon middleware: counts and times every answered request.
+
+    Each label set's series is looked up once and kept: `labels()` checks and locks on every
+    call, a dict lookup does not, and the label sets are bounded.
+    """
+
+    def __init__(self) -> None:
+        self._counted: dict[tuple[str, str, int], Any] = {}
+        self._timed: dict[tuple[str, str], Any] = {}
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.metrics_started = time.perf_counter()
@@ -52,8 +60,16 @@ class RequestMetrics:
         elapsed = time.perf_counter() - req.context.metrics_started
         method = req.method if req.method in METHODS else "OTHER"
         template = route(req)
-        HTTP_REQUESTS.labels(method, template, str(resp.status_code)).inc()
-        HTTP_DURATION.labels(method, template).observe(elapsed)
+        status = resp.status_code
+        counted = self._counted.get((method, template, status))
+        if counted is None:
+            counted = HTTP_REQUESTS.labels(method, template, str(status))
+            self._counted[method, template, status] = counted
+        counted.inc()
+        timed = self._timed.get((method, template))
+        if timed is None:
+            timed = self._timed[method, template] = HTTP_DURATION.labels(method, template)
+        timed.observe(elapsed)
 
 
 class StoreCollector:
