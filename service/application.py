@@ -25,6 +25,9 @@ from titen.storage.inline import DOMAIN_EVENTS
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 32
+Keep = Callable[[Any], Any] | None
+"""Given a command's result, a row to store in its transaction (an idempotent request's answer,
+titen.service.answers); None to store nothing."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Titen(Application[UUID]):
         resource_id: str,
         purpose: str,
         ttl_seconds: int,
+        keep: Keep = None,
     ) -> Committed[Holding]:
         key = Lease.create_id(organization, resource_type, resource_id)
 
@@ -100,7 +104,7 @@ class Titen(Application[UUID]):
             )
             return holding, lease
 
-        return self._retrying(attempt)
+        return self._retrying(attempt, keep)
 
     def lease_holding(
         self, *, lease_key: UUID, lease_id: str, by: str, as_operator: bool
@@ -135,6 +139,7 @@ class Titen(Application[UUID]):
         checkpoint_id: str | None,
         message: str | None,
         is_principal: Callable[[str], bool],
+        keep: Keep = None,
     ) -> Committed[Handoff]:
         """Record a pending handoff to another principal of the organization.
 
@@ -162,10 +167,10 @@ class Titen(Application[UUID]):
             )
             return handoff, handoff
 
-        return self._retrying(attempt)
+        return self._retrying(attempt, keep)
 
     def resolve_handoff(
-        self, *, organization: str, key: UUID, by: str, accept: bool
+        self, *, organization: str, key: UUID, by: str, accept: bool, keep: Keep = None
     ) -> Committed[Handoff]:
         """Accept or reject a pending handoff as its target; a lost race finds it resolved."""
 
@@ -174,7 +179,7 @@ class Titen(Application[UUID]):
             handoff.resolve(organization=organization, by=by, accept=accept, now=self.clock.now())
             return handoff, handoff
 
-        return self._retrying(attempt)
+        return self._retrying(attempt, keep)
 
     def get_handoff(self, key: UUID, missing: str | None = None) -> Handoff:
         """A handoff from the event store, in any status (NotFound if the id is no handoff)."""
@@ -193,12 +198,13 @@ class Titen(Application[UUID]):
         except AggregateNotFoundError:
             raise NotFound() from None
 
-    def _retrying(self, attempt: Callable[[], tuple[T, Any]]) -> Committed[T]:
-        """Run a load-decide-save attempt until it saves without a version conflict."""
+    def _retrying(self, attempt: Callable[[], tuple[T, Any]], keep: Keep = None) -> Committed[T]:
+        """Run a load-decide-save attempt until it saves without a version conflict, storing
+        `keep(result)` in the same transaction as its events."""
         for _ in range(MAX_ATTEMPTS):
             value, aggregate = attempt()
             try:
-                recordings = self.commits.save(aggregate)
+                recordings = self.commits.save(aggregate, None if keep is None else keep(value))
             except IntegrityError:
                 continue
             return Committed(value, recordings[-1].notification.id)

@@ -12,6 +12,7 @@ from titen.projections.lease_index import LeaseIndex
 from titen.projections.projector import Projector
 from titen.projections.recent_events import RecentEvents
 from titen.projections.store import ViewStore, open_store
+from titen.service.answers import StoredAnswers
 from titen.service.application import Titen
 from titen.service.auditor import Auditor
 from titen.service.handoffs import HandoffService
@@ -40,6 +41,7 @@ class Services:
     leases: LeaseService
     handoffs: HandoffService
     auditor: Auditor
+    answers: StoredAnswers
     readiness: Readiness
 
     def close(self) -> None:
@@ -65,7 +67,9 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         lease_directory = LeaseDirectory(store)
         projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
         keys = Keys(store, clock)
+        answers = StoredAnswers(store, clock)
     app.recorder.inline = projector.write
+    app.recorder.keep = answers.write
     projector.catch_up()
     recent_events = RecentEvents(event_log)
     app.on_commit.append(recent_events.committed)
@@ -88,5 +92,6 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         leases=leases,
         handoffs=HandoffService(app, inbox, keys),
         auditor=Auditor(app, lease_directory.find),
+        answers=answers,
         readiness=Readiness(app, store, projector),
     )

@@ -13,7 +13,7 @@ from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import HANDOFF, to_uuid
 from titen.projections.inbox import Inbox, PendingHandoff
 from titen.service import metrics
-from titen.service.application import Titen
+from titen.service.application import Keep, Titen
 from titen.service.keys import Keys, Principal
 
 
@@ -32,8 +32,10 @@ class HandoffService:
         context_id: str | None,
         checkpoint_id: str | None,
         message: str | None,
+        keep: Keep = None,
     ) -> Handoff:
-        """A pending handoff from the caller to another principal of its organization."""
+        """A pending handoff from the caller to another principal of its organization;
+        `keep(handoff)` is stored with the events (an idempotent request's answer)."""
         committed = self.app.create_handoff(
             organization=caller.organization,
             from_principal=caller.name,
@@ -43,6 +45,7 @@ class HandoffService:
             checkpoint_id=checkpoint_id,
             message=message,
             is_principal=lambda name: self.keys.is_principal(caller.organization, name),
+            keep=keep,
         )
         metrics.HANDOFFS_CREATED.inc()
         return committed.value
@@ -63,13 +66,16 @@ class HandoffService:
             raise NotFound(missing)
         return handoff
 
-    def resolve(self, caller: Principal, handoff_id: str, *, accept: bool) -> Handoff:
-        """Accept or reject, once, as the target."""
+    def resolve(
+        self, caller: Principal, handoff_id: str, *, accept: bool, keep: Keep = None
+    ) -> Handoff:
+        """Accept or reject, once, as the target (`keep` as for `create`)."""
         committed = self.app.resolve_handoff(
             organization=caller.organization,
             key=_key(handoff_id, f"No pending handoff {handoff_id}."),
             by=caller.name,
             accept=accept,
+            keep=keep,
         )
         metrics.HANDOFFS_RESOLVED.labels(committed.value.status).inc()
         return committed.value

@@ -14,7 +14,7 @@ from titen.domain.lease import Holding, has_expired
 from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
 from titen.service import metrics
-from titen.service.application import Titen
+from titen.service.application import Keep, Titen
 from titen.service.keys import Principal
 
 
@@ -32,9 +32,17 @@ class LeaseService:
         self.clock = clock
 
     def acquire(
-        self, caller: Principal, *, resource_type: str, resource_id: str, purpose: str, ttl: int
+        self,
+        caller: Principal,
+        *,
+        resource_type: str,
+        resource_id: str,
+        purpose: str,
+        ttl: int,
+        keep: Keep = None,
     ) -> Holding:
-        """Take the resource for `ttl` seconds, superseding the caller's own unexpired lease."""
+        """Take the resource for `ttl` seconds, superseding the caller's own unexpired lease;
+        `keep(holding)` is stored with the events (an idempotent request's answer)."""
         try:
             committed = self.app.acquire_lease(
                 organization=caller.organization,
@@ -43,6 +51,7 @@ class LeaseService:
                 resource_id=resource_id,
                 purpose=purpose,
                 ttl_seconds=ttl,
+                keep=keep,
             )
         except LeaseHeld:
             metrics.LEASE_CONFLICTS.inc()

@@ -6,8 +6,9 @@ every command behind one flush. Commands that arrive while a save is under way q
 first of them then saves the whole queue in one transaction (one lock, one flush) for all.
 
 This decides nothing: races are still settled by the store's optimistic concurrency. A batch
-that fails on a version conflict is saved again one aggregate at a time, so only the command
-that lost its race sees the conflict (and retries) and the others are unaffected.
+that fails on a version conflict, or on a kept row that exists already (a stored answer,
+storage/inline.py), is saved again one aggregate at a time, so only the command that lost its
+race sees the failure and the others are unaffected.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, Recording
 
+from titen.storage.inline import KEPT, RowExists
+
 MAX_BATCH = 64
 
 Save = Callable[..., list[Recording[UUID]]]
@@ -29,6 +32,8 @@ Save = Callable[..., list[Recording[UUID]]]
 class _Entry:
     aggregate: Any
     events: Sequence[Any]
+    kept: Any = None
+    """A row to store in the same transaction (an idempotent request's answer), or None."""
     recordings: list[Recording[UUID]] = field(default_factory=list)
     error: BaseException | None = None
     done: bool = False
@@ -43,9 +48,10 @@ class GroupCommit:
         self._queue: list[_Entry] = []
         self._saving = False
 
-    def save(self, aggregate: Any) -> list[Recording[UUID]]:
-        """Save an aggregate's pending events; its recordings, or IntegrityError on a conflict."""
-        entry = _Entry(aggregate, aggregate.collect_events())
+    def save(self, aggregate: Any, kept: Any = None) -> list[Recording[UUID]]:
+        """Save an aggregate's pending events, and `kept` with them; their recordings, or
+        IntegrityError on a conflict, or RowExists when `kept` was stored before."""
+        entry = _Entry(aggregate, aggregate.collect_events(), kept)
         with self._changed:
             self._queue.append(entry)
         while not entry.done:
@@ -86,7 +92,7 @@ class GroupCommit:
     def _save_batch(self, batch: list[_Entry]) -> None:
         try:
             self._record(batch)
-        except IntegrityError as exc:
+        except (IntegrityError, RowExists) as exc:
             if len(batch) == 1:
                 batch[0].error = exc
             else:
@@ -104,7 +110,9 @@ class GroupCommit:
 
     def _record(self, batch: Sequence[_Entry]) -> None:
         events = [event for entry in batch for event in entry.events]
-        recordings = self._save(*events, *(entry.aggregate for entry in batch))
+        kept = [entry.kept for entry in batch if entry.kept is not None]
+        options = {KEPT: kept} if kept else {}
+        recordings = self._save(*events, *(entry.aggregate for entry in batch), **options)
         for entry in batch:
             entry.recordings = [
                 r for r in recordings if r.domain_event.originator_id == entry.aggregate.id

@@ -20,11 +20,25 @@ from eventsourcing.persistence import ProgrammingError
 
 DOMAIN_EVENTS = "new_domain_events"
 """The keyword under which the application passes a save's domain events to the recorder."""
+KEPT = "kept_rows"
+"""The keyword under which a save passes rows to store with its events (stored answers)."""
 
 Recorded = Sequence[tuple[int, Any]]
 """(log position, domain event) pairs, in log order."""
 InlineWrite = Callable[[Any, Recorded], None]
 """Writes the read-model rows of newly recorded events on the recorder's open cursor."""
+
+
+Keep = Callable[[Any, Sequence[Any]], None]
+"""Writes a save's kept rows on the recorder's open cursor; raises RowExists on a duplicate."""
+
+
+class RowExists(Exception):
+    """A row a command stores with its events was there already: the command stored nothing.
+
+    Not the store's IntegrityError either: running the command again would not help, its
+    caller reads the row that is there instead (titen.service.answers).
+    """
 
 
 class ReadModelWriteFailed(RuntimeError):
@@ -39,11 +53,16 @@ class InlineRecording:
     """What a recorder mixes in to call the inline hook after inserting events."""
 
     inline: InlineWrite | None = None
+    keep: Keep | None = None
 
     def write_inline(
         self, cursor: Any, positions: Sequence[int] | None, kwargs: dict[str, Any]
     ) -> None:
-        """Pass the inserted events, with their positions, to the hook (if one is set)."""
+        """Store the save's kept rows, then pass the inserted events, with their positions, to
+        the read models (each if its hook is set)."""
+        kept = kwargs.get(KEPT)
+        if kept and self.keep is not None:
+            self.keep(cursor, kept)
         events = kwargs.get(DOMAIN_EVENTS)
         if self.inline is None or not events:
             return

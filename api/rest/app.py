@@ -13,6 +13,7 @@ from titen.api.rest.body import BodyLimit
 from titen.api.rest.events import Events, EventStream, Subscribers
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
+from titen.api.rest.idempotency import Idempotency
 from titen.api.rest.leases import Lease, Leases
 from titen.api.rest.logs import RequestLog
 from titen.api.rest.metrics import RequestMetrics
@@ -65,16 +66,17 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
     subscribers = Subscribers(
         settings.max_subscribers, settings.heartbeat_seconds, services.revocations, recent
     )
+    idempotency = Idempotency(services.answers)
     return {
         Health: Health(),
         Ready: Ready(services.readiness),
         OpenAPIDocument: OpenAPIDocument(openapi()),
         Docs: Docs(),
-        Leases: Leases(services.leases),
+        Leases: Leases(services.leases, idempotency),
         Lease: Lease(services.leases),
-        Handoffs: Handoffs(services.handoffs),
+        Handoffs: Handoffs(services.handoffs, idempotency),
         HandoffItem: HandoffItem(services.handoffs),
-        HandoffResolution: HandoffResolution(services.handoffs),
+        HandoffResolution: HandoffResolution(services.handoffs, idempotency),
         Events: Events(recent, subscribers),
         EventStream: EventStream(recent, subscribers),
         AuditResource: AuditResource(services.auditor),

@@ -38,14 +38,24 @@ DEFAULT_MESSAGES = {
 }
 
 
-def error(status: int, message: str | None = None) -> falcon.HTTPError:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return falcon.HTTPError(status, description=message, headers=headers)
+class Refusal(falcon.HTTPError):
+    """An error answer with its envelope code: the status's own (CODES) unless one is named."""
+
+    def __init__(self, status: int, message: str | None = None, code: str | None = None):
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        super().__init__(status, description=message, headers=headers)
+        self.envelope_code = code
+
+
+def error(status: int, message: str | None = None, code: str | None = None) -> falcon.HTTPError:
+    return Refusal(status, message, code)
 
 
 def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError) -> None:
     status = exc.status_code
-    code = CODES.get(status, "INTERNAL" if status >= 500 else "VALIDATION_ERROR")
+    code = getattr(exc, "envelope_code", None) or CODES.get(
+        status, "INTERNAL" if status >= 500 else "VALIDATION_ERROR"
+    )
     message = exc.description or DEFAULT_MESSAGES.get(status) or exc.title
     resp.content_type = falcon.MEDIA_JSON
     resp.text = json.dumps({"error": {"code": code, "message": message}})

@@ -24,6 +24,7 @@ from titen.api.rest.contract import (
     obj,
     operations,
 )
+from titen.api.rest.idempotency import Idempotency
 from titen.api.rest.paging import PAGE_QUERY, encode_cursor, read_page
 from titen.domain.handoff import FIELDS, RESOLVED_FIELDS, public_fields
 from titen.domain.limits import NAME_LENGTH
@@ -60,6 +61,7 @@ class Handoffs:
             body=schemas.CREATE_HANDOFF,
             answer=answers(obj({"handoff_id": STRING, "status": STATUS})),
             errors=("UNAVAILABLE",),
+            idempotent=True,
             links={
                 "GetHandoff": Link("getHandoff", {"handoff_id": HANDOFF_ID}),
                 "ResolveHandoff": Link("resolveHandoff", {"handoff_id": HANDOFF_ID}),
@@ -73,21 +75,29 @@ class Handoffs:
         ),
     )
 
-    def __init__(self, handoffs: HandoffService):
+    def __init__(self, handoffs: HandoffService, idempotency: Idempotency):
         self.handoffs = handoffs
+        self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, CREATE)
-        handoff = self.handoffs.create(
-            principal_of(req),
-            to_principal=body["to_principal"],
-            subject_id=body["subject_id"],
-            context_id=body.get("context_id"),
-            checkpoint_id=body.get("checkpoint_id"),
-            message=body.get("message"),
+        caller = principal_of(req)
+        self.idempotency.run(
+            req,
+            resp,
+            body,
+            201,
+            lambda keep: self.handoffs.create(
+                caller,
+                to_principal=body["to_principal"],
+                subject_id=body["subject_id"],
+                context_id=body.get("context_id"),
+                checkpoint_id=body.get("checkpoint_id"),
+                message=body.get("message"),
+                keep=keep,
+            ),
+            lambda handoff: {"data": {"handoff_id": handoff.handoff_id, "status": handoff.status}},
         )
-        resp.status = falcon.HTTP_201
-        resp.media = {"data": {"handoff_id": handoff.handoff_id, "status": handoff.status}}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """The caller's inbox: what others handed to it, never what it sent."""
@@ -133,15 +143,24 @@ class HandoffResolution:
             body=schemas.RESOLVE_HANDOFF,
             answer=answers(HANDOFF),
             errors=("NOT_FOUND", "UNAVAILABLE"),
+            idempotent=True,
         )
     )
 
-    def __init__(self, handoffs: HandoffService):
+    def __init__(self, handoffs: HandoffService, idempotency: Idempotency):
         self.handoffs = handoffs
+        self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
         body = read_json(req, RESOLVE)
-        handoff = self.handoffs.resolve(
-            principal_of(req), handoff_id, accept=body["status"] == ACCEPTED
+        caller = principal_of(req)
+        self.idempotency.run(
+            req,
+            resp,
+            body,
+            200,
+            lambda keep: self.handoffs.resolve(
+                caller, handoff_id, accept=body["status"] == ACCEPTED, keep=keep
+            ),
+            lambda handoff: {"data": public_fields(handoff)},
         )
-        resp.media = {"data": public_fields(handoff)}

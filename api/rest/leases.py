@@ -26,6 +26,7 @@ from titen.api.rest.contract import (
     obj,
     operations,
 )
+from titen.api.rest.idempotency import Idempotency
 from titen.domain.clock import iso
 from titen.domain.lease import Holding
 from titen.service.leases import LeaseService
@@ -58,6 +59,7 @@ class Leases:
                 obj({"lease_id": STRING, "expires_at": INSTANT, "fencing_token": INTEGER})
             ),
             errors=("CONFLICT", "UNAVAILABLE"),
+            idempotent=True,
             links={
                 "GetLease": Link("getLease", {"lease_id": LEASE_ID}),
                 "ReleaseLease": Link("releaseLease", {"lease_id": LEASE_ID}),
@@ -65,26 +67,28 @@ class Leases:
         )
     )
 
-    def __init__(self, leases: LeaseService):
+    def __init__(self, leases: LeaseService, idempotency: Idempotency):
         self.leases = leases
+        self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, ACQUIRE)
-        holding = self.leases.acquire(
-            principal_of(req),
-            resource_type=body["resource_type"],
-            resource_id=body["resource_id"],
-            purpose=body["purpose"],
-            ttl=int(body["ttl_seconds"]),
+        caller = principal_of(req)
+        self.idempotency.run(
+            req,
+            resp,
+            body,
+            201,
+            lambda keep: self.leases.acquire(
+                caller,
+                resource_type=body["resource_type"],
+                resource_id=body["resource_id"],
+                purpose=body["purpose"],
+                ttl=int(body["ttl_seconds"]),
+                keep=keep,
+            ),
+            acquired,
         )
-        resp.status = falcon.HTTP_201
-        resp.media = {
-            "data": {
-                "lease_id": holding.lease_id,
-                "expires_at": iso(holding.expires_at),
-                "fencing_token": holding.fencing_token,
-            }
-        }
 
 
 class Lease:
@@ -113,6 +117,16 @@ class Lease:
     def on_delete(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
         released_at = self.leases.release(principal_of(req), lease_id)
         resp.media = {"data": {"lease_id": lease_id, "released_at": iso(released_at)}}
+
+
+def acquired(holding: Holding) -> dict[str, Any]:
+    return {
+        "data": {
+            "lease_id": holding.lease_id,
+            "expires_at": iso(holding.expires_at),
+            "fencing_token": holding.fencing_token,
+        }
+    }
 
 
 def holding_view(holding: Holding, *, expired: bool) -> dict[str, Any]:

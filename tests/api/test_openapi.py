@@ -91,7 +91,9 @@ def test_every_operation_lists_its_error_codes_in_the_envelope(document):
                 codes = schema["properties"]["error"]["properties"]["code"]["enum"]
                 assert codes and all(STATUS_OF[code] == int(status) for code in codes)
     resolve = document["paths"]["/v1/handoffs/{handoff_id}/resolve"]["post"]["responses"]
-    assert set(resolve) == {"200", "400", "401", "404", "413", "415", "500", "503"}
+    assert set(resolve) == {"200", "400", "401", "404", "409", "413", "415", "422", "500", "503"}
+    header = document["paths"]["/v1/leases"]["post"]["parameters"][-1]
+    assert header["name"] == "Idempotency-Key" and header["in"] == "header"
 
 
 def test_the_document_names_the_bearer_scheme_and_the_event_stream(document):

@@ -17,6 +17,7 @@ from tests.support import Http, Server, create_key
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 CONFIG = Path(__file__).parents[2] / "schemathesis.toml"
+HOOKS = Path(__file__).with_name("fuzz_hooks.py")
 
 
 def test_schemathesis_finds_nothing_on_the_live_api(database, tmp_path):
@@ -43,6 +44,7 @@ def test_schemathesis_finds_nothing_on_the_live_api(database, tmp_path):
                 **os.environ,
                 "TITEN_FUZZ_OPERATOR_KEY": operator,
                 "TITEN_FUZZ_RECIPIENT_KEY": recipient,
+                "SCHEMATHESIS_HOOKS": str(HOOKS),
             },
             capture_output=True,
             text=True,

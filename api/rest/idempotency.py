@@ -1,0 +1,162 @@
+"""The Idempotency-Key header: a retried POST gets the first answer again instead of running twice.
+
+Agents retry after timeouts. With a key, the first successful (2xx) answer is stored in the
+command's own transaction (titen.service.answers) and a repeat with the same key and the same
+body (as parsed JSON) is answered from it, with `Idempotent-Replayed: true`, recording nothing.
+The same key with another body is 422 IDEMPOTENCY_KEY_REUSED. Failures are not stored, so a
+retry of a failed request runs again.
+
+A repeat that arrives while the first is still running never runs twice: in this process it
+waits for the first (up to WAIT_SECONDS, else 409 IDEMPOTENCY_KEY_IN_USE) and then replays its
+answer; in another process it runs, finds the answer stored when it tries to store its own
+(the unique row), stores nothing and replays. docs/idempotency.md has the whole contract.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import falcon
+
+from titen.api.rest.auth import principal_of
+from titen.api.rest.contract import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED
+from titen.api.rest.errors import error
+from titen.domain.errors import DomainError
+from titen.service.answers import (
+    AlreadyAnswered,
+    Answer,
+    Kept,
+    Scope,
+    StoredAnswers,
+    fingerprint,
+)
+
+T = TypeVar("T")
+HEADER = "Idempotency-Key"
+KEY = re.compile(r"[!-~]{1,255}")
+WAIT_SECONDS = 10.0
+Keep = Callable[[T], Kept]
+"""Given a command's result, the answer to store with its events."""
+
+
+@dataclass
+class _Flight:
+    """A keyed request running in this process."""
+
+    fingerprint: str
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class Idempotency:
+    def __init__(self, answers: StoredAnswers):
+        self.answers = answers
+        self._flights: dict[Scope, _Flight] = {}
+        self._lock = threading.Lock()
+
+    def run(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        body: Any,
+        status: int,
+        command: Callable[[Keep[T] | None], T],
+        render: Callable[[T], dict[str, Any]],
+    ) -> None:
+        """Answer `req` with `status` and `render(command(keep))`, or replay a stored answer.
+
+        `command` runs at most once, and only if no answer is stored for the request's key;
+        it passes `keep` on to the service, which stores `keep(result)` with its events.
+        """
+        key = req.get_header(HEADER)
+        if key is None:
+            _answer(resp, status, render(command(None)))
+            return
+        if not KEY.fullmatch(key):
+            raise error(
+                400,
+                f"{HEADER} must be 1 to 255 characters from ! to ~ (printable ASCII, no spaces).",
+            )
+        principal = principal_of(req)
+        scope = Scope(principal.organization, principal.name, req.method, req.path, key)
+        print_ = fingerprint(body)
+        flight = self._take_off(scope, print_)
+        try:
+            stored = self.answers.find(scope)
+            if stored is not None:
+                _replay(resp, stored, print_)
+                return
+
+            def keep(value: T) -> Kept:
+                return Kept(scope, Answer(print_, status, json.dumps(render(value))))
+
+            try:
+                value = command(keep)
+            except (AlreadyAnswered, DomainError) as failure:
+                # Another process may have run the same request meanwhile: then this one either
+                # stored nothing (AlreadyAnswered) or was refused for what that one did (a
+                # handoff it resolved is no longer pending). Its answer is the answer.
+                stored = self.answers.find(scope)
+                if stored is None and isinstance(failure, AlreadyAnswered):
+                    raise _in_use() from None
+                if stored is None:
+                    raise
+                _replay(resp, stored, print_)
+                return
+            _answer_text(resp, status, json.dumps(render(value)))  # as a replay will send it
+        finally:
+            with self._lock:
+                del self._flights[scope]
+            flight.done.set()
+
+    def _take_off(self, scope: Scope, print_: str) -> _Flight:
+        """Run alone for this scope in this process: wait for an identical request running
+        already, refuse a different one at once."""
+        while True:
+            with self._lock:
+                running = self._flights.get(scope)
+                if running is None:
+                    mine = self._flights[scope] = _Flight(print_)
+                    return mine
+            if running.fingerprint != print_:
+                raise _reused()
+            if not running.done.wait(WAIT_SECONDS):
+                raise _in_use()
+
+
+def _answer(resp: falcon.Response, status: int, media: dict[str, Any]) -> None:
+    resp.status = status
+    resp.media = media
+
+
+def _answer_text(resp: falcon.Response, status: int, text: str) -> None:
+    resp.status = status
+    resp.content_type = falcon.MEDIA_JSON
+    resp.text = text
+
+
+def _replay(resp: falcon.Response, stored: Answer, print_: str) -> None:
+    if stored.fingerprint != print_:
+        raise _reused()
+    _answer_text(resp, stored.status, stored.body)
+    resp.set_header("Idempotent-Replayed", "true")
+
+
+def _in_use() -> falcon.HTTPError:
+    return error(
+        409,
+        f"A request with this {HEADER} is still running; retry in a moment.",
+        code=IDEMPOTENCY_KEY_IN_USE,
+    )
+
+
+def _reused() -> falcon.HTTPError:
+    return error(
+        422,
+        f"This {HEADER} was used with a different request body; use a new key for a new request.",
+        code=IDEMPOTENCY_KEY_REUSED,
+    )
