@@ -52,7 +52,15 @@ class LeaseLost(NotFound):
 
 
 class Unreachable(TitenError):
-    """No answer (`status` None): nothing listening, a timeout, or a broken connection."""
+    """No answer (`status` None): nothing listening, a timeout, or a broken connection.
+
+    `sent` is False when the request never reached the service (it could not connect), so it
+    certainly was not applied; True when only the answer is missing.
+    """
+
+    def __init__(self, code: str, message: str, status: int | None, *, sent: bool = True):
+        super().__init__(code, message, status)
+        self.sent = sent
 
 
 def raise_for(response: httpx2.Response) -> None:
@@ -94,7 +102,9 @@ def transport_errors(url: str) -> Iterator[None]:
     try:
         yield
     except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout) as exc:
-        raise Unreachable("UNREACHABLE", f"Titen is unreachable at {url}: {exc}.", None) from exc
+        raise Unreachable(
+            "UNREACHABLE", f"Titen is unreachable at {url}: {exc}.", None, sent=False
+        ) from exc
     except httpx2.TransportError as exc:
         raise Unreachable(
             "UNREACHABLE",

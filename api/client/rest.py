@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import quote
+from uuid import uuid4
 
 import httpx2
 
@@ -47,6 +48,13 @@ DEFAULT_TIMEOUT = 10.0
 STREAM_READ_TIMEOUT = (
     60.0  # a live stream sends a heartbeat every 15 s; silence this long is a drop
 )
+RETRIES = 3
+"""Further attempts of a call that got no answer, when running it again is safe."""
+BACKOFF_SECONDS = 0.25
+"""The wait before the first retry; it doubles for each further one, up to MAX_BACKOFF_SECONDS."""
+MAX_BACKOFF_SECONDS = 2.0
+IDEMPOTENCY_KEY = "Idempotency-Key"
+KEY_IN_USE = "IDEMPOTENCY_KEY_IN_USE"
 
 
 class HeldLease:
@@ -86,10 +94,18 @@ class HeldLease:
 class TitenClient:
     """Synchronous and thread-safe; close it (or use it as a context manager) when done."""
 
-    def __init__(self, url: str, api_key: str, *, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = RETRIES,
+    ):
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"Titen URL must start with http:// or https://, not {url!r}.")
         self.url = url.rstrip("/")
+        self.retries = retries
         self._http = httpx2.Client(
             base_url=self.url,
             headers={"authorization": f"Bearer {api_key}"},
@@ -297,10 +313,35 @@ class TitenClient:
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Send one request and return the answer's `data`, or raise the matching `TitenError`."""
-        extra = {} if timeout is None else {"timeout": timeout}
+        """Make one call and return the answer's `data`, or raise the matching `TitenError`.
+
+        A call that got no answer is sent again, up to `retries` times with backoff, when that
+        is safe: a GET reads only; every POST changes state but carries an Idempotency-Key, fresh
+        for the call and the same on each attempt, so the service runs it once and answers a
+        repeat from the first answer; any call that never reached the service. A DELETE whose
+        answer was lost is not repeated (a second release finds nothing). A POST whose key is
+        still in use by its own earlier attempt (409 IDEMPOTENCY_KEY_IN_USE) waits and repeats.
+        """
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        if method == "POST":
+            extra["headers"] = {IDEMPOTENCY_KEY: uuid4().hex}
+        attempt = 0
+        while True:
+            try:
+                return self._attempt(method, path, json=json, params=params, **extra)
+            except Unreachable as failure:
+                if attempt == self.retries or (failure.sent and method not in ("GET", "POST")):
+                    raise
+            except TitenError as refused:
+                if attempt == self.retries or refused.code != KEY_IN_USE:
+                    raise
+            time.sleep(min(BACKOFF_SECONDS * 2**attempt, MAX_BACKOFF_SECONDS))
+            attempt += 1
+
+    def _attempt(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        """Send one request; the answer's `data`, or the matching `TitenError`."""
         with transport_errors(self.url):
-            response = self._http.request(method, path, json=json, params=params, **extra)
+            response = self._http.request(method, path, **options)
         raise_for(response)
         try:
             return response.json()["data"]

@@ -1,0 +1,144 @@
+"""The client retries a call whose answer was lost, safely: the service runs it once.
+
+A proxy between the client and a real server forwards each request but, for the first one it
+sees of a kind, drops the connection before the answer reaches the client (as a timeout or a
+broken network would). The client sends the call again with the same Idempotency-Key and gets
+the first answer; the service recorded one event.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support import Http, Server, create_key
+from titen.client import TitenClient, Unreachable
+
+
+class DroppingProxy:
+    """Forwards whole HTTP exchanges to `target`, dropping the answers to the first `drops`
+    requests that start with `prefix` (after the server has handled them)."""
+
+    def __init__(self, target_port: int, prefix: bytes, drops: int = 1):
+        self.target_port = target_port
+        self.prefix = prefix
+        self.drops = drops
+        self.forwarded: list[bytes] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._exchange, args=(client,), daemon=True).start()
+
+    def _exchange(self, client: socket.socket) -> None:
+        with client, socket.create_connection(("127.0.0.1", self.target_port)) as server:
+            request = _read_request(client)
+            self.forwarded.append(request)
+            server.sendall(request)
+            answer = _read_all(server)
+            if request.startswith(self.prefix) and self.drops > 0:
+                self.drops -= 1
+                return  # the server did the work; the client never hears of it
+            client.sendall(answer)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def _read_request(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        body += sock.recv(65536)
+    # One exchange per connection, so the server closes after answering.
+    head = b"\r\n".join(
+        line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")
+    )
+    return head + b"\r\nConnection: close\r\n\r\n" + body
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.fixture
+def world(database) -> Iterator[tuple[Server, str, str]]:
+    alice = create_key(database, "acme", "agent_alice")
+    bob = create_key(database, "acme", "agent_bob")
+    server = Server(database)
+    yield server, alice, bob
+    server.stop()
+
+
+def keys_sent(proxy: DroppingProxy) -> list[bytes]:
+    return [
+        line.split(b":", 1)[1].strip()
+        for request in proxy.forwarded
+        for line in request.split(b"\r\n")
+        if line.lower().startswith(b"idempotency-key:")
+    ]
+
+
+def test_a_lost_acquire_answer_is_retried_and_answered_once(world):
+    server, alice, _ = world
+    proxy = DroppingProxy(server.port, b"POST /v1/leases")
+    try:
+        with TitenClient(proxy.url, alice) as client:
+            lease = client.acquire_lease("deploy", "svc", purpose="p", ttl_seconds=60)
+            assert client.get_lease(lease.lease_id).fencing_token == lease.fencing_token == 1
+    finally:
+        proxy.close()
+    sent = keys_sent(proxy)
+    assert len(sent) == 2 and sent[0] == sent[1]  # one call, one key, two attempts
+    events = Http(server.url, alice).request("GET", "/v1/events?types=lease.acquired")[1]
+    assert len(events["data"]["events"]) == 1  # the retry did not supersede the first lease
+
+
+def test_a_lost_handoff_answer_is_retried_without_a_second_handoff(world):
+    server, alice, bob = world
+    proxy = DroppingProxy(server.port, b"POST /v1/handoffs")
+    try:
+        with TitenClient(proxy.url, alice) as client:
+            created = client.create_handoff("agent_bob", "subject")
+            again = client.create_handoff("agent_bob", "subject")  # a new call: a new key
+    finally:
+        proxy.close()
+    assert created.handoff_id != again.handoff_id
+    inbox = Http(server.url, bob).request("GET", "/v1/handoffs")[1]["data"]["handoffs"]
+    assert [h["handoff_id"] for h in inbox] == [created.handoff_id, again.handoff_id]
+    sent = keys_sent(proxy)
+    assert len(sent) == 3 and sent[0] == sent[1] != sent[2]
+
+
+def test_retries_are_bounded(world):
+    server, alice, _ = world
+    proxy = DroppingProxy(server.port, b"GET /v1/handoffs", drops=10)
+    try:
+        with (
+            TitenClient(proxy.url, alice, retries=2) as client,
+            pytest.raises(Unreachable) as lost,
+        ):
+            client.inbox()
+    finally:
+        proxy.close()
+    assert lost.value.sent
+    assert len(proxy.forwarded) == 3  # the call and two retries
