@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
 from tests.support import bearer
+from titen.api.rest import idempotency
 from titen.service.bootstrap import bootstrap
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "svc", "purpose": "p", "ttl_seconds": 600}
@@ -158,3 +160,47 @@ def test_answers_survive_a_restart(database, services, clock, client, alice):
     finally:
         reopened.close()
     assert again.json == first.json and again.headers["idempotent-replayed"] == "true"
+
+
+def test_a_repeat_while_the_first_runs_waits_or_is_told_in_use(
+    client, services, alice, monkeypatch
+):
+    """In one process identical requests queue on their key: the repeat waits for the first
+    (here at most 0.3 s, then 409 IDEMPOTENCY_KEY_IN_USE); another body is refused at once."""
+    monkeypatch.setattr(idempotency, "WAIT_SECONDS", 0.3)
+    running, finish = threading.Event(), threading.Event()
+    acquire = services.leases.acquire
+
+    def slow_acquire(*args, **kwargs):
+        running.set()
+        finish.wait(10)
+        return acquire(*args, **kwargs)
+
+    monkeypatch.setattr(services.leases, "acquire", slow_acquire)
+    answers = {}
+    first = threading.Thread(
+        target=lambda: answers.setdefault(
+            "first", post(client, alice, "/v1/leases", ACQUIRE, "slow")
+        )
+    )
+    first.start()
+    assert running.wait(10)
+    in_use = post(client, alice, "/v1/leases", ACQUIRE, "slow")
+    assert in_use.status_code == 409
+    assert in_use.json["error"]["code"] == "IDEMPOTENCY_KEY_IN_USE"
+    other = post(client, alice, "/v1/leases", {**ACQUIRE, "ttl_seconds": 60}, "slow")
+    assert other.status_code == 422
+    assert other.json["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    waiting = threading.Thread(
+        target=lambda: answers.setdefault(
+            "waiting", post(client, alice, "/v1/leases", ACQUIRE, "slow")
+        )
+    )
+    monkeypatch.setattr(idempotency, "WAIT_SECONDS", 10)
+    waiting.start()
+    finish.set()
+    first.join()
+    waiting.join()
+    assert answers["first"].status_code == answers["waiting"].status_code == 201
+    assert answers["waiting"].json == answers["first"].json
+    assert answers["waiting"].headers["idempotent-replayed"] == "true"
