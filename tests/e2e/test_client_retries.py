@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.e2e.test_mcp import mcp_session, run, text
 from tests.support import Http, Server, create_key
 from titen.client import TitenClient, Unreachable
 
@@ -142,3 +143,23 @@ def test_retries_are_bounded(world):
         proxy.close()
     assert lost.value.sent
     assert len(proxy.forwarded) == 3  # the call and two retries
+
+
+def test_an_mcp_tool_call_is_one_call_retried_with_its_key(world):
+    server, alice, _ = world
+    proxy = DroppingProxy(server.port, b"POST /v1/leases")
+    arguments = {"resource_type": "deploy", "resource_id": "mcp", "purpose": "p", "ttl_seconds": 60}
+
+    async def scenario() -> None:
+        async with mcp_session(proxy.url, alice) as session:
+            result = await session.call_tool("titen_lease_acquire", arguments)
+            assert not result.is_error, text(result)
+
+    try:
+        run(scenario)
+    finally:
+        proxy.close()
+    sent = keys_sent(proxy)
+    assert len(sent) == 2 and sent[0] == sent[1]
+    events = Http(server.url, alice).request("GET", "/v1/events?types=lease.acquired")[1]
+    assert len(events["data"]["events"]) == 1
