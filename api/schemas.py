@@ -16,6 +16,7 @@ from titen.domain.limits import (
     PURPOSE_LENGTH,
 )
 from titen.domain.statuses import ACCEPTED, REJECTED
+from titen.domain.webhooks import URL_LENGTH
 
 # Stored text must survive both backends and the event store's UTF-8 encoding: no NUL or other
 # control characters (free text may also hold tabs and line breaks), and no lone surrogates
@@ -68,4 +69,12 @@ CREATE_HANDOFF = body(
 )
 RESOLVE_HANDOFF = body(
     {"status": {"type": "string", "enum": [ACCEPTED, REJECTED]}}, required=["status"]
+)
+CREATE_WEBHOOK = body(
+    {
+        "url": text(URL_LENGTH),
+        "types": {"type": "array", "items": {"type": "string"}, "maxItems": 32},
+        "to_principal": text(NAME_LENGTH),
+    },
+    required=["url"],
 )

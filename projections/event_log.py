@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from titen.domain.clock import iso
+from titen.domain.cursors import encode_cursor
 from titen.domain.events import HANDOFF_CREATED, LEASE_ACQUIRED, event_type
 from titen.domain.handoff import RESOLUTIONS, Handoff, public_fields, public_id
 from titen.domain.lease import Lease
@@ -27,6 +28,10 @@ class Published:
     position: int
     event: dict[str, Any]
     """A CloudEvents 1.0 object; `cursor` is added when it is served."""
+
+    def served(self) -> dict[str, Any]:
+        """As GET /v1/events shows it and webhooks deliver it: with its `cursor`."""
+        return {**self.event, "cursor": encode_cursor(self.position)}
 
 
 class EventLog(Projection):

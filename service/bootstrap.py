@@ -15,11 +15,13 @@ from titen.projections.store import ViewStore, open_store
 from titen.service.answers import StoredAnswers
 from titen.service.application import Titen
 from titen.service.auditor import Auditor
+from titen.service.delivery import Delivery
 from titen.service.handoffs import HandoffService
 from titen.service.keys import Keys
 from titen.service.leases import LeaseService
 from titen.service.readiness import Readiness
 from titen.service.revocations import Revocations
+from titen.service.webhooks import Webhooks
 from titen.storage.database import Database, parse
 from titen.storage.topics import register_legacy_topics
 
@@ -43,6 +45,8 @@ class Services:
     auditor: Auditor
     answers: StoredAnswers
     readiness: Readiness
+    delivery: Delivery
+    webhooks: Webhooks
 
     def close(self) -> None:
         self.app.close()
@@ -68,6 +72,8 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
         keys = Keys(store, clock)
         answers = StoredAnswers(store, clock)
+        delivery = Delivery(store, event_log)
+        webhooks = Webhooks(store, delivery, keys, app, clock)
     app.recorder.inline = projector.write
     app.recorder.keep = answers.write
     projector.catch_up()
@@ -94,4 +100,6 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         auditor=Auditor(app, lease_directory.find),
         answers=answers,
         readiness=Readiness(app, store, projector),
+        delivery=delivery,
+        webhooks=webhooks,
     )

@@ -46,6 +46,35 @@ def add_commands(commands: Any) -> None:
         help="one line per request as JSON or text (default: text on a terminal, else json)",
     )
 
+    serve.add_argument(
+        "--webhook-retry-seconds",
+        type=_retry_seconds,
+        default=DEFAULTS.webhook_retry_seconds,
+        metavar="5,30,300,...",
+        help="the pause before each retry of a failed webhook delivery, jittered by ±20%% "
+        "(default: about a day in all; docs/webhooks.md)",
+    )
+    serve.add_argument(
+        "--webhook-workers",
+        type=int,
+        default=DEFAULTS.webhook_workers,
+        help="threads delivering webhooks in this process",
+    )
+    serve.add_argument(
+        "--allow-private-webhooks",
+        action="store_true",
+        help="let webhooks target loopback, private, link-local and multicast addresses",
+    )
+
+
+def _retry_seconds(text: str) -> tuple[float, ...]:
+    from titen.domain.webhooks import parse_retry_seconds
+
+    try:
+        return parse_retry_seconds(text)
+    except ValueError as refused:
+        raise argparse.ArgumentTypeError(str(refused)) from None
+
 
 def _settings(args: argparse.Namespace) -> ServerSettings:
     return ServerSettings(
@@ -57,6 +86,9 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         log_format=args.log_format,
+        webhook_retry_seconds=args.webhook_retry_seconds,
+        webhook_workers=args.webhook_workers,
+        allow_private_webhooks=args.allow_private_webhooks,
     )
 
 
@@ -76,6 +108,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     configure(settings.log_format or default_format())
-    with open_services(args, pool_size=settings.threads + 2) as opened:
+    with open_services(args, pool_size=settings.threads + settings.webhook_workers + 3) as opened:
         serve(opened, settings)
     return 0

@@ -20,7 +20,15 @@ from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.openapi import document
 from titen.api.rest.reference import Docs, OpenAPIDocument
 from titen.api.rest.settings import DEFAULTS, ServerSettings
+from titen.api.rest.webhooks import (
+    WebhookDeliveries,
+    WebhookEnable,
+    WebhookItem,
+    WebhookList,
+    WebhookSecret,
+)
 from titen.service.bootstrap import Services
+from titen.service.targets import Targets
 
 ROUTES: tuple[tuple[str, type], ...] = (
     ("/healthz", Health),
@@ -37,6 +45,11 @@ ROUTES: tuple[tuple[str, type], ...] = (
     ("/v1/audit/leases", AuditResource),
     ("/v1/audit/leases/{lease_id}", AuditLease),
     ("/v1/audit/handoffs/{handoff_id}", AuditHandoff),
+    ("/v1/webhooks", WebhookList),
+    ("/v1/webhooks/{webhook_id}", WebhookItem),
+    ("/v1/webhooks/{webhook_id}/rotate-secret", WebhookSecret),
+    ("/v1/webhooks/{webhook_id}/enable", WebhookEnable),
+    ("/v1/webhooks/{webhook_id}/deliveries", WebhookDeliveries),
 )
 """Every route: its URI template and its resource class, whose `contract` the OpenAPI document
 shows (`titen openapi` reads this table without building the app)."""
@@ -67,6 +80,7 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
         settings.max_subscribers, settings.heartbeat_seconds, services.revocations, recent
     )
     idempotency = Idempotency(services.answers)
+    webhooks = services.webhooks
     return {
         Health: Health(),
         Ready: Ready(services.readiness),
@@ -82,4 +96,9 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
         AuditResource: AuditResource(services.auditor),
         AuditLease: AuditLease(services.auditor),
         AuditHandoff: AuditHandoff(services.auditor),
+        WebhookList: WebhookList(webhooks, Targets(settings.allow_private_webhooks)),
+        WebhookItem: WebhookItem(webhooks),
+        WebhookSecret: WebhookSecret(webhooks),
+        WebhookEnable: WebhookEnable(webhooks),
+        WebhookDeliveries: WebhookDeliveries(webhooks),
     }

@@ -269,7 +269,7 @@ class Stream:
 
 
 def _served(event: Published) -> dict:
-    return {**event.event, "cursor": encode_cursor(event.position)}
+    return event.served()
 
 
 def _frame(event: Published) -> bytes:

@@ -17,10 +17,10 @@ import falcon
 
 from titen.api.rest.errors import error
 from titen.api.schemas import SINGLE_LINE
+from titen.domain.cursors import CURSOR_VERSION, encode_cursor
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
-CURSOR_VERSION = 1
 LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
 PAGE_QUERY = {
     "limit": LIMIT,
@@ -68,11 +68,6 @@ def read_limit(params: dict[str, str | list[str]]) -> int:
     if not re.fullmatch(r"[0-9]{1,4}", text) or not 1 <= int(text) <= MAX_LIMIT:
         raise error(400, f"limit must be an integer from 1 to {MAX_LIMIT}.")
     return int(text)
-
-
-def encode_cursor(position: int) -> str:
-    raw = json.dumps({"v": CURSOR_VERSION, "after": position}, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str, name: str = "cursor") -> int:

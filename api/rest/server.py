@@ -14,8 +14,12 @@ import waitress
 from titen.api.rest.app import create_app
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
+from titen.domain.webhooks import RetrySchedule
 from titen.projections.follower import Follower
 from titen.service.bootstrap import Services
+from titen.service.delivery import Workers
+from titen.service.targets import Targets
+from titen.service.webhook_sender import WebhookSender
 
 log = logging.getLogger("titen.server")
 
@@ -31,6 +35,8 @@ def serve(services: Services, settings: ServerSettings) -> None:
             services.readiness, settings.metrics_host, settings.metrics_port
         )
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    webhooks = _webhook_workers(services, settings)
+    webhooks.start()
     log.info(
         "titen serving on http://%s:%d (database %s)",
         settings.host,
@@ -52,4 +58,16 @@ def serve(services: Services, settings: ServerSettings) -> None:
         services.revocations.stop()
         if stop_metrics is not None:
             stop_metrics()
+        webhooks.stop()
         follower.stop()
+
+
+def _webhook_workers(services: Services, settings: ServerSettings) -> Workers:
+    """The threads that deliver webhooks from this process, woken by every commit."""
+    sender = WebhookSender(
+        services.webhooks,
+        Targets(settings.allow_private_webhooks),
+        RetrySchedule(settings.webhook_retry_seconds),
+        services.clock,
+    )
+    return Workers(services.delivery, sender, services.recent_events, settings.webhook_workers)

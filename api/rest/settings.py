@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from titen.domain.webhooks import DEFAULT_RETRY_SECONDS
+
 
 @dataclass(frozen=True)
 class ServerSettings:
@@ -24,6 +26,12 @@ class ServerSettings:
     metrics_host: str = "127.0.0.1"
     log_format: str | None = None
     """"json" or "text"; None picks text on a terminal, JSON otherwise."""
+    webhook_retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS
+    """The pause before each retry of a failed webhook delivery (each jittered by ±20%)."""
+    webhook_workers: int = 4
+    """Threads delivering webhooks in this process (each delivers one subscription at a time)."""
+    allow_private_webhooks: bool = False
+    """Let webhooks target loopback, private, link-local and multicast addresses."""
 
 
 DEFAULTS = ServerSettings()

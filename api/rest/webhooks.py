@@ -1,0 +1,215 @@
+"""The webhook routes: subscriptions to the organization's event log, pushed as signed POSTs.
+
+POST   /v1/webhooks                              subscribe (the secret is answered this once)
+GET    /v1/webhooks                              the caller's subscriptions (an operator's: the
+                                                 organization's), oldest first, paged
+GET    /v1/webhooks/{webhook_id}                 one subscription (no secret)
+DELETE /v1/webhooks/{webhook_id}                 unsubscribe
+POST   /v1/webhooks/{webhook_id}/rotate-secret   a new secret, answered once; the old one stops
+POST   /v1/webhooks/{webhook_id}/enable          resume a failing subscription
+GET    /v1/webhooks/{webhook_id}/deliveries      its delivery attempts, newest first, paged
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import falcon
+
+from titen.api import schemas
+from titen.api.rest.auth import principal_of
+from titen.api.rest.body import read_json, validator
+from titen.api.rest.contract import (
+    INSTANT,
+    INTEGER,
+    STRING,
+    Link,
+    Operation,
+    answers,
+    array,
+    nullable,
+    obj,
+    operations,
+)
+from titen.api.rest.paging import (
+    PAGE_QUERY,
+    decode_cursor,
+    encode_cursor,
+    read_limit,
+    read_page,
+    reject_unknown,
+    single,
+)
+from titen.domain.events import PUBLISHED
+from titen.service.delivery import ACTIVE, FAILING
+from titen.service.targets import Targets
+from titen.service.webhooks import Webhooks
+
+CREATE = validator(schemas.CREATE_WEBHOOK)
+WEBHOOK_ID = "$response.body#/data/webhook_id"
+WEBHOOK_FIELDS = {
+    "webhook_id": STRING,
+    "url": STRING,
+    "types": array({"type": "string", "enum": list(PUBLISHED)}),
+    "to_principal": nullable(STRING),
+    "status": {"type": "string", "enum": [ACTIVE, FAILING]},
+    "created_at": INSTANT,
+}
+WEBHOOK = obj(WEBHOOK_FIELDS)
+"""A subscription as every route shows it: never with its secret..."""
+WITH_SECRET = obj({**WEBHOOK_FIELDS, "secret": STRING})
+"""...except in the answers to create and rotate-secret, once."""
+ATTEMPT = obj(
+    {
+        "event_id": STRING,
+        "attempt": INTEGER,
+        "attempted_at": INSTANT,
+        "status_code": nullable(INTEGER),
+        "error": nullable(STRING),
+        "duration_ms": INTEGER,
+        "response_excerpt": nullable(STRING),
+    }
+)
+
+
+class WebhookList:
+    contract = operations(
+        post=Operation(
+            "createWebhook",
+            "Subscribe a URL to the organization's committed events (the secret is shown once).",
+            status=201,
+            body=schemas.CREATE_WEBHOOK,
+            answer=answers(WITH_SECRET),
+            description="Deliveries are signed per Standard Webhooks (docs/webhooks.md).",
+            links={"GetWebhook": Link("getWebhook", {"webhook_id": WEBHOOK_ID})},
+        ),
+        get=Operation(
+            "listWebhooks",
+            "The caller's subscriptions (an operator's: the organization's), oldest first.",
+            query=PAGE_QUERY,
+            answer=answers(obj({"webhooks": array(WEBHOOK), "next_cursor": nullable(STRING)})),
+        ),
+    )
+
+    def __init__(self, webhooks: Webhooks, targets: Targets):
+        self.webhooks = webhooks
+        self.targets = targets
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, CREATE)
+        webhook, secret = self.webhooks.create(
+            principal_of(req),
+            url=body["url"],
+            types=body.get("types"),
+            to_principal=body.get("to_principal"),
+            targets=self.targets,
+        )
+        resp.status = falcon.HTTP_201
+        resp.media = {"data": {**webhook.public(), "secret": secret}}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        page = read_page(req, filters={})
+        found = self.webhooks.list(principal_of(req), after=page.after, limit=page.limit + 1)
+        shown = found[: page.limit]
+        more = len(found) > page.limit
+        resp.media = {
+            "data": {
+                "webhooks": [webhook.public() for webhook in shown],
+                "next_cursor": encode_cursor(shown[-1].seq) if more else None,
+            }
+        }
+
+
+class WebhookItem:
+    contract = operations(
+        get=Operation(
+            "getWebhook",
+            "One subscription, without its secret.",
+            answer=answers(WEBHOOK),
+            errors=("NOT_FOUND",),
+        ),
+        delete=Operation(
+            "deleteWebhook",
+            "Unsubscribe: nothing more is delivered.",
+            answer=answers(obj({"webhook_id": STRING, "deleted_at": INSTANT})),
+            errors=("NOT_FOUND",),
+        ),
+    )
+
+    def __init__(self, webhooks: Webhooks):
+        self.webhooks = webhooks
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        resp.media = {"data": self.webhooks.get(principal_of(req), webhook_id).public()}
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        deleted_at = self.webhooks.delete(principal_of(req), webhook_id)
+        resp.media = {"data": {"webhook_id": webhook_id, "deleted_at": deleted_at}}
+
+
+class WebhookSecret:
+    contract = operations(
+        post=Operation(
+            "rotateWebhookSecret",
+            "A new signing secret, shown once; the old one stops at once.",
+            answer=answers(WITH_SECRET),
+            errors=("NOT_FOUND",),
+        )
+    )
+
+    def __init__(self, webhooks: Webhooks):
+        self.webhooks = webhooks
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        webhook, secret = self.webhooks.rotate_secret(principal_of(req), webhook_id)
+        resp.media = {"data": {**webhook.public(), "secret": secret}}
+
+
+class WebhookEnable:
+    contract = operations(
+        post=Operation(
+            "enableWebhook",
+            "Resume a failing subscription from the event it failed on.",
+            answer=answers(WEBHOOK),
+            errors=("NOT_FOUND",),
+        )
+    )
+
+    def __init__(self, webhooks: Webhooks):
+        self.webhooks = webhooks
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        resp.media = {"data": self.webhooks.enable(principal_of(req), webhook_id).public()}
+
+
+class WebhookDeliveries:
+    contract = operations(
+        get=Operation(
+            "listWebhookDeliveries",
+            "The subscription's delivery attempts, newest first, paged.",
+            query=PAGE_QUERY,
+            answer=answers(obj({"deliveries": array(ATTEMPT), "next_cursor": nullable(STRING)})),
+            errors=("NOT_FOUND",),
+        )
+    )
+
+    def __init__(self, webhooks: Webhooks):
+        self.webhooks = webhooks
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
+        """Newest first; `next_cursor` continues with older attempts."""
+        reject_unknown(req.params, {"limit", "cursor"})
+        limit = read_limit(req.params)
+        cursor = single(req.params, "cursor")
+        before = None if cursor is None else decode_cursor(cursor)
+        found = self.webhooks.attempts(
+            principal_of(req), webhook_id, before=before, limit=limit + 1
+        )
+        shown = found[:limit]
+        more = len(found) > limit
+        resp.media = {
+            "data": {
+                "deliveries": [asdict(attempt) for _, attempt in shown],
+                "next_cursor": encode_cursor(shown[-1][0]) if more else None,
+            }
+        }

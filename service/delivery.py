@@ -1,0 +1,416 @@
+"""One delivery mechanism for everything that pushes the committed log downstream.
+
+Webhook subscriptions and the NATS relay are both *consumers*: a row holding a durable position
+in the public event log, a claim, and a retry state. A worker claims a due consumer (one process
+at a time: the claim names its owner and expires unless the owner's heartbeat extends it, so a
+killed process's consumers are taken over once the claim runs out), hands the events after the
+position to a sink in log order, and records the new position (and the attempt, when the sink
+keeps one) in one transaction that still requires the claim. A failed hand-over schedules the
+next attempt on the sink's retry schedule; the position stays, so a failing event holds back the
+later events of that consumer only. Delivery is therefore at least once: a crash between the
+sink's success and the record repeats the hand-over after the claim expires.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from uuid import uuid4
+
+from titen.domain.webhooks import RetrySchedule
+from titen.projections.event_log import EventLog, Published
+from titen.projections.store import Row, ViewStore, Writer
+
+log = logging.getLogger("titen.delivery")
+
+ACTIVE, FAILING = "active", "failing"
+CLAIM_SECONDS = 10.0
+"""A claim lasts this long past its owner's last heartbeat: how soon a killed process's
+consumers are taken over."""
+HEARTBEAT_SECONDS = 2.0
+IDLE_POLL_SECONDS = 0.25
+"""How often an idle worker looks for retries that came due (new events wake it at once)."""
+SCAN_BATCH = 200
+KEPT_ATTEMPTS = 1000
+"""Attempts kept per consumer; older ones are pruned as new ones are recorded."""
+
+
+@dataclass(frozen=True)
+class Consumer:
+    name: str
+    kind: str
+    organization: str | None
+    """The organization whose events it follows; None follows every organization."""
+    position: int
+    status: str
+    failures: int
+    """Failed attempts at the event at its head (0 once that event is handed over)."""
+    next_attempt_at: float
+    delivered: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try at handing an event over, as GET /v1/webhooks/{id}/deliveries shows it."""
+
+    event_id: str
+    attempt: int
+    attempted_at: str
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+    response_excerpt: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    delivered: int
+    """How many of the offered events were handed over, from the first; fewer is a failure."""
+    attempt: Attempt | None = None
+    """The record to keep of this try, if the sink keeps one (its error says why it failed)."""
+
+
+class Channel(Protocol):
+    """A sink opened for one consumer, with the consumer's current settings."""
+
+    def wants(self, event: Published) -> bool: ...
+
+    def send(self, events: Sequence[Published], attempt: int) -> Outcome: ...
+
+
+class Sink(Protocol):
+    kind: str
+    batch: int
+    """Most events offered to one `send`."""
+    schedule: RetrySchedule
+
+    def open(self, consumer: Consumer) -> Channel | None:
+        """A channel for the consumer, or None when it no longer exists."""
+        ...
+
+
+class Signal(Protocol):
+    """What wakes idle workers when new events commit (projections/recent_events.py)."""
+
+    def subscribe(self) -> None: ...
+
+    def unsubscribe(self) -> None: ...
+
+    def version(self) -> int: ...
+
+    def wait_past(self, version: int, timeout: float) -> bool: ...
+
+
+class Delivery:
+    """The consumers table and the claim, record and retry steps every sink shares."""
+
+    def __init__(self, store: ViewStore, log: EventLog, now: Callable[[], float] = time.time):
+        self.store = store
+        self.log = log
+        self.now = now
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
+        with store.writing() as writer:
+            for statement in SCHEMA:
+                writer.execute(statement)
+
+    def add(
+        self, writer: Writer, name: str, kind: str, organization: str | None, position: int
+    ) -> None:
+        """A new consumer that starts after `position`, inside the caller's transaction."""
+        writer.execute(
+            "INSERT INTO {consumers} (name, kind, organization, position, status, failures,"
+            " next_attempt_at, delivered, recorded) VALUES (%s, %s, %s, %s, %s, 0, 0, 0, 0)",
+            [name, kind, organization, position, ACTIVE],
+        )
+
+    def ensure(self, name: str, kind: str, organization: str | None, position: int) -> None:
+        """Add the consumer unless it exists (a named relay resumes from its stored position)."""
+        with self.store.writing() as writer:
+            writer.execute(
+                "INSERT INTO {consumers} (name, kind, organization, position, status, failures,"
+                " next_attempt_at, delivered, recorded) VALUES (%s, %s, %s, %s, %s, 0, 0, 0, 0)"
+                " ON CONFLICT (name) DO NOTHING",
+                [name, kind, organization, position, ACTIVE],
+            )
+
+    def remove(self, writer: Writer, name: str) -> None:
+        writer.execute("DELETE FROM {delivery_attempts} WHERE consumer = %s", [name])
+        writer.execute("DELETE FROM {consumers} WHERE name = %s", [name])
+
+    def enable(self, writer: Writer, name: str) -> None:
+        """Make a failing consumer active again, its head event due now with a fresh schedule."""
+        writer.execute(
+            "UPDATE {consumers} SET status = %s, failures = 0, next_attempt_at = 0 WHERE name = %s",
+            [ACTIVE, name],
+        )
+
+    def consumers(self, names: Sequence[str]) -> dict[str, Consumer]:
+        if not names:
+            return {}
+        marks = ", ".join(["%s"] * len(names))
+        rows = self.store.query(f"SELECT * FROM {{consumers}} WHERE name IN ({marks})", names)
+        return {row["name"]: _consumer(row) for row in rows}
+
+    def attempts(self, name: str, before: int | None, limit: int) -> list[tuple[int, Attempt]]:
+        """A consumer's recorded attempts, newest first, each with its sequence number."""
+        statement = "SELECT * FROM {delivery_attempts} WHERE consumer = %s"
+        params: list[Any] = [name]
+        if before is not None:
+            statement += " AND seq < %s"
+            params.append(before)
+        rows = self.store.query(statement + " ORDER BY seq DESC LIMIT %s", [*params, limit])
+        return [(row["seq"], _attempt(row)) for row in rows]
+
+    def claim_next(self, kind: str) -> Consumer | None:
+        """Claim a due, unclaimed consumer of `kind` with events waiting, if there is one."""
+        now = self.now()
+        rows = self.store.query(
+            "SELECT name FROM {consumers} c WHERE kind = %s AND status = %s"
+            " AND next_attempt_at <= %s AND (claimed_until IS NULL OR claimed_until < %s)"
+            " AND EXISTS (SELECT 1 FROM {event_log} e WHERE e.organization = c.organization"
+            " AND e.position > c.position) ORDER BY next_attempt_at LIMIT 8",
+            [kind, ACTIVE, now, now],
+        )
+        for row in rows:
+            claimed = self.claim(row["name"])
+            if claimed is not None:
+                return claimed
+        return None
+
+    def claim(self, name: str) -> Consumer | None:
+        """Claim one consumer if it is active, due, and nobody else holds it."""
+        now = self.now()
+        with self.store.writing() as writer:
+            rows = writer.fetchall(
+                "UPDATE {consumers} SET claimed_by = %s, claimed_until = %s"
+                " WHERE name = %s AND status = %s AND next_attempt_at <= %s"
+                " AND (claimed_until IS NULL OR claimed_until < %s OR claimed_by = %s)"
+                " RETURNING *",
+                [self.owner, now + CLAIM_SECONDS, name, ACTIVE, now, now, self.owner],
+            )
+        return _consumer(rows[0]) if rows else None
+
+    def release(self, name: str) -> None:
+        with self.store.writing() as writer:
+            writer.execute(
+                "UPDATE {consumers} SET claimed_by = NULL, claimed_until = NULL"
+                " WHERE name = %s AND claimed_by = %s",
+                [name, self.owner],
+            )
+
+    def heartbeat(self) -> None:
+        """Extend every claim this process holds."""
+        with self.store.writing() as writer:
+            writer.execute(
+                "UPDATE {consumers} SET claimed_until = %s WHERE claimed_by = %s",
+                [self.now() + CLAIM_SECONDS, self.owner],
+            )
+
+    def drain(self, consumer: Consumer, sink: Sink, stop: threading.Event) -> None:
+        """Hand a claimed consumer's waiting events to the sink until none are left, one fails,
+        the consumer goes away or the claim is lost."""
+        current: Consumer | None = consumer
+        while current is not None and not stop.is_set():
+            channel = sink.open(current)
+            if channel is None:
+                return
+            events = self._after(current)
+            if not events:
+                return
+            wanted = [event for event in events if channel.wants(event)]
+            offered = wanted[: sink.batch]
+            if not offered:
+                current = self._record(current, sink, events[-1].position, 0, None)
+                continue
+            outcome = channel.send(offered, current.failures + 1)
+            if outcome.delivered == len(offered):
+                through = (
+                    offered[-1].position if len(wanted) > len(offered) else events[-1].position
+                )
+                current = self._record(current, sink, through, outcome.delivered, outcome.attempt)
+                continue
+            failed = offered[outcome.delivered].position
+            through = max(
+                (e.position for e in events if e.position < failed), default=current.position
+            )
+            self._record(current, sink, through, outcome.delivered, outcome.attempt, failed=True)
+            return
+
+    def _after(self, consumer: Consumer) -> list[Published]:
+        """The published events after the consumer's position, oldest first."""
+        if consumer.organization is not None:
+            return self.log.read(consumer.organization, consumer.position, (), SCAN_BATCH)
+        return [event for _, event in self.log.tail(consumer.position, SCAN_BATCH)]
+
+    def _record(
+        self,
+        consumer: Consumer,
+        sink: Sink,
+        through: int,
+        delivered: int,
+        attempt: Attempt | None,
+        *,
+        failed: bool = False,
+    ) -> Consumer | None:
+        """Save the new position (and the attempt) if the claim still holds; the consumer as
+        saved, or None when the claim was lost or the consumer removed."""
+        failures, status, due, error = 0, ACTIVE, 0.0, None
+        if failed:
+            failures = consumer.failures + 1 if through == consumer.position else 1
+            pause = sink.schedule.pause(failures)
+            status = ACTIVE if pause is not None else FAILING
+            due = self.now() + (pause or 0)
+            error = attempt.error if attempt else "failed"
+        with self.store.writing() as writer:
+            rows = writer.fetchall(
+                "UPDATE {consumers} SET position = %s, failures = %s, status = %s,"
+                " next_attempt_at = %s, delivered = delivered + %s, recorded = recorded + %s,"
+                " last_error = %s WHERE name = %s AND claimed_by = %s RETURNING *",
+                [
+                    max(through, consumer.position),
+                    failures,
+                    status,
+                    due,
+                    delivered,
+                    1 if attempt else 0,
+                    error,
+                    consumer.name,
+                    self.owner,
+                ],
+            )
+            if not rows:
+                return None
+            saved = _consumer(rows[0])
+            if attempt is not None:
+                self._keep(writer, consumer.name, rows[0]["recorded"], attempt)
+        if status == FAILING:
+            log.warning("%s failed its whole retry schedule; marked failing", consumer.name)
+        return saved
+
+    def _keep(self, writer: Writer, name: str, seq: int, attempt: Attempt) -> None:
+        writer.execute(
+            "INSERT INTO {delivery_attempts} VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [
+                name,
+                seq,
+                attempt.event_id,
+                attempt.attempt,
+                attempt.attempted_at,
+                attempt.status_code,
+                attempt.error,
+                attempt.duration_ms,
+                attempt.response_excerpt,
+            ],
+        )
+        if seq % 100 == 0:
+            writer.execute(
+                "DELETE FROM {delivery_attempts} WHERE consumer = %s AND seq <= %s",
+                [name, seq - KEPT_ATTEMPTS],
+            )
+
+
+class Workers:
+    """Threads that claim due consumers and drain them, plus the heartbeat for their claims."""
+
+    def __init__(
+        self,
+        delivery: Delivery,
+        sink: Sink,
+        signal: Signal,
+        count: int,
+        claim: Callable[[], Consumer | None] | None = None,
+    ):
+        self.delivery = delivery
+        self.sink = sink
+        self.signal = signal
+        self.claim = claim or (lambda: delivery.claim_next(sink.kind))
+        self.stopping = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{sink.kind}-{i}", daemon=True)
+            for i in range(count)
+        ]
+        self._threads.append(threading.Thread(target=self._beat, name="heartbeat", daemon=True))
+
+    def start(self) -> None:
+        self.signal.subscribe()  # so that every commit, from any process, wakes the workers
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 15) -> None:
+        """Finish what is in flight, release the claims, and return."""
+        self.stopping.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.signal.unsubscribe()
+
+    def _work(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                seen = self.signal.version()
+                consumer = self.claim()
+                if consumer is None:
+                    self.signal.wait_past(seen, IDLE_POLL_SECONDS)
+                    continue
+                try:
+                    self.delivery.drain(consumer, self.sink, self.stopping)
+                finally:
+                    self.delivery.release(consumer.name)
+            except Exception:
+                log.exception("%s delivery failed; retrying", self.sink.kind)
+                self.stopping.wait(1)
+
+    def _beat(self) -> None:
+        while not self.stopping.wait(HEARTBEAT_SECONDS):
+            try:
+                self.delivery.heartbeat()
+            except Exception:
+                log.exception("extending delivery claims failed; retrying")
+
+
+def _consumer(row: Row) -> Consumer:
+    return Consumer(
+        name=row["name"],
+        kind=row["kind"],
+        organization=row["organization"],
+        position=int(row["position"]),
+        status=row["status"],
+        failures=int(row["failures"]),
+        next_attempt_at=float(row["next_attempt_at"]),
+        delivered=int(row["delivered"]),
+        last_error=row["last_error"],
+    )
+
+
+def _attempt(row: Row) -> Attempt:
+    return Attempt(
+        event_id=row["event_id"],
+        attempt=row["attempt"],
+        attempted_at=row["attempted_at"],
+        status_code=row["status_code"],
+        error=row["error"],
+        duration_ms=row["duration_ms"],
+        response_excerpt=row["response_excerpt"],
+    )
+
+
+SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS {consumers} ("
+    " name TEXT PRIMARY KEY, kind TEXT NOT NULL, organization TEXT,"
+    " position BIGINT NOT NULL, status TEXT NOT NULL, failures INTEGER NOT NULL,"
+    " next_attempt_at DOUBLE PRECISION NOT NULL, claimed_by TEXT,"
+    " claimed_until DOUBLE PRECISION, delivered BIGINT NOT NULL, recorded BIGINT NOT NULL,"
+    " last_error TEXT)",
+    "CREATE INDEX IF NOT EXISTS consumers_due ON {consumers} (kind, status, next_attempt_at)",
+    "CREATE TABLE IF NOT EXISTS {delivery_attempts} ("
+    " consumer TEXT NOT NULL, seq BIGINT NOT NULL, event_id TEXT NOT NULL,"
+    " attempt INTEGER NOT NULL, attempted_at TEXT NOT NULL, status_code INTEGER, error TEXT,"
+    " duration_ms INTEGER NOT NULL, response_excerpt TEXT, PRIMARY KEY (consumer, seq))",
+]
