@@ -116,6 +116,8 @@ class Delivery:
         self.log = log
         self.now = now
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
+        self._held: set[str] = set()
+        self._held_lock = threading.Lock()
         with store.writing() as writer:
             for statement in SCHEMA:
                 writer.execute(statement)
@@ -185,19 +187,25 @@ class Delivery:
         return None
 
     def claim(self, name: str) -> Consumer | None:
-        """Claim one consumer if it is active, due, and nobody else holds it."""
+        """Claim one consumer if it is active, due, and nobody holds it (this process's other
+        workers included: the heartbeat keeps this process's claims from ever running out)."""
         now = self.now()
         with self.store.writing() as writer:
             rows = writer.fetchall(
                 "UPDATE {consumers} SET claimed_by = %s, claimed_until = %s"
                 " WHERE name = %s AND status = %s AND next_attempt_at <= %s"
-                " AND (claimed_until IS NULL OR claimed_until < %s OR claimed_by = %s)"
-                " RETURNING *",
-                [self.owner, now + CLAIM_SECONDS, name, ACTIVE, now, now, self.owner],
+                " AND (claimed_until IS NULL OR claimed_until < %s) RETURNING *",
+                [self.owner, now + CLAIM_SECONDS, name, ACTIVE, now, now],
             )
-        return _consumer(rows[0]) if rows else None
+        if not rows:
+            return None
+        with self._held_lock:
+            self._held.add(name)
+        return _consumer(rows[0])
 
     def release(self, name: str) -> None:
+        with self._held_lock:
+            self._held.discard(name)
         with self.store.writing() as writer:
             writer.execute(
                 "UPDATE {consumers} SET claimed_by = NULL, claimed_until = NULL"
@@ -206,7 +214,10 @@ class Delivery:
             )
 
     def heartbeat(self) -> None:
-        """Extend every claim this process holds."""
+        """Extend every claim this process holds (no write at all while it holds none)."""
+        with self._held_lock:
+            if not self._held:
+                return
         with self.store.writing() as writer:
             writer.execute(
                 "UPDATE {consumers} SET claimed_until = %s WHERE claimed_by = %s",

@@ -1,0 +1,167 @@
+"""The rules webhooks follow, without a database: targets, addresses, the retry schedule,
+the signature, and the target check repeated at delivery."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+
+import pytest
+from standardwebhooks import Webhook as Verifier
+
+from tests.receiver import Receiver
+from tests.support import FakeClock
+from titen.domain.errors import InvalidField
+from titen.domain.webhooks import (
+    RetrySchedule,
+    forbidden_address,
+    parse_retry_seconds,
+    parse_target,
+)
+from titen.projections.event_log import Published
+from titen.service.delivery import Consumer
+from titen.service.targets import TargetRefused, Targets
+from titen.service.webhook_sender import WebhookSender, sign
+from titen.service.webhooks import Webhook
+
+EVENT = Published(7, {"id": "abc-1", "type": "lease.acquired", "data": {"lease_id": "l"}})
+
+
+@pytest.mark.parametrize(
+    ("address", "forbidden"),
+    [
+        ("127.0.0.1", True),
+        ("10.0.0.1", True),
+        ("172.16.5.4", True),
+        ("192.168.1.1", True),
+        ("169.254.169.254", True),
+        ("224.0.0.251", True),
+        ("0.0.0.0", True),
+        ("::1", True),
+        ("fe80::1%eth0", True),
+        ("fc00::1", True),
+        ("::ffff:10.0.0.1", True),
+        ("ff02::1", True),
+        ("93.184.216.34", False),
+        ("2606:4700::1111", False),
+    ],
+)
+def test_forbidden_addresses(address, forbidden):
+    assert forbidden_address(address) is forbidden
+
+
+def test_targets_parse_port_and_path():
+    target = parse_target("https://example.com/in?x=1")
+    assert (target.scheme, target.host, target.port, target.path) == (
+        "https",
+        "example.com",
+        443,
+        "/in?x=1",
+    )
+    assert parse_target("http://example.com").path == "/"
+    for bad in ("ftp://x/", "http://", "http://a b/", "http://u:p@x/", "x" * 3000):
+        with pytest.raises(InvalidField):
+            parse_target(bad)
+
+
+def test_retry_schedule_jitters_within_a_fifth_and_gives_up_or_repeats():
+    schedule = RetrySchedule((10.0, 100.0))
+    rng = random.Random(1)
+    pauses = [schedule.pause(2, rng) for _ in range(1000)]
+    assert 80 <= min(pauses) < 85 and 115 < max(pauses) <= 120
+    assert schedule.pause(3) is None
+    assert 8 <= RetrySchedule((10.0,), gives_up=False).pause(50) <= 12
+    assert parse_retry_seconds("5,0.5,300") == (5.0, 0.5, 300.0)
+    for bad in ("", "5,,6", "-1", "a", "1e9"):
+        with pytest.raises(ValueError):
+            parse_retry_seconds(bad)
+
+
+def resolver(*addresses: str):
+    def resolve(host, port, type=None):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses]
+
+    return resolve
+
+
+def test_targets_refuse_any_private_address_unless_allowed():
+    target = parse_target("http://hooks.example.com/")
+    with pytest.raises(TargetRefused, match=r"10\.0\.0\.9"):
+        Targets(resolve=resolver("93.184.216.34", "10.0.0.9")).addresses(target)
+    assert Targets(True, resolver("10.0.0.9")).addresses(target) == ["10.0.0.9"]
+    assert Targets(resolve=resolver("93.184.216.34")).addresses(target) == ["93.184.216.34"]
+
+    def unresolvable(*args, **kwargs):
+        raise socket.gaierror("no such host")
+
+    with pytest.raises(TargetRefused, match="does not resolve"):
+        Targets(resolve=unresolvable).addresses(target)
+
+
+def test_signature_is_what_standard_webhooks_verifies():
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    body = b'{"a": 1}'
+    now = int(__import__("time").time())
+    headers = {
+        "webhook-id": "msg_1",
+        "webhook-timestamp": str(now),
+        "webhook-signature": sign(secret, "msg_1", now, body),
+    }
+    assert Verifier(secret).verify(body, headers) == {"a": 1}
+
+
+def webhook(url: str) -> Webhook:
+    return Webhook(
+        webhook_id="whk_x",
+        seq=1,
+        organization="acme",
+        owner="agent",
+        target=parse_target(url),
+        types=("lease.acquired",),
+        to_principal=None,
+        created_at="",
+        secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        status="active",
+    )
+
+
+class OneWebhook:
+    def __init__(self, hook: Webhook):
+        self.hook = hook
+
+    def for_delivery(self, consumer: Consumer) -> Webhook:
+        return self.hook
+
+
+CONSUMER = Consumer("whk_x", "webhook", "acme", 0, "active", 0, 0.0, 0, None)
+
+
+def test_a_host_that_now_resolves_privately_is_a_failed_attempt_and_nothing_is_sent():
+    receiver = Receiver()
+    try:
+        port = receiver.server.server_address[1]
+        hook = webhook(f"http://hooks.example.com:{port}/hook")
+        resolved = ["93.184.216.34"]
+
+        def changing(host, port, type=None):
+            return resolver(*resolved)(host, port, type)
+
+        sender = WebhookSender(
+            OneWebhook(hook), Targets(resolve=changing), RetrySchedule((1,)), FakeClock()
+        )
+        resolved[:] = ["127.0.0.1"]  # DNS changed since the subscription was created
+        outcome = sender.open(CONSUMER).send([EVENT], 1)
+        assert outcome.delivered == 0
+        assert "127.0.0.1" in outcome.attempt.error
+        assert outcome.attempt.status_code is None
+        assert receiver.received == []
+        allowed = WebhookSender(
+            OneWebhook(hook), Targets(True, changing), RetrySchedule((1,)), FakeClock()
+        )
+        assert allowed.open(CONSUMER).send([EVENT], 1).delivered == 1
+        request = receiver.wait_for(1)[0]
+        assert request.headers["host"] == f"hooks.example.com:{port}"  # pinned, named host
+        assert json.loads(request.body)["cursor"]
+    finally:
+        receiver.close()
