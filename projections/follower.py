@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from eventsourcing.postgres import PostgresApplicationRecorder
@@ -32,6 +33,9 @@ class Follower:
         self._stop = threading.Event()
         self._nudged = threading.Event()
         self._thread = threading.Thread(target=self._run, name="follower", daemon=True)
+        self.on_notify: list[Callable[[], None]] = []
+        """Called on every PostgreSQL notification of a commit (any process's), and on each
+        safety poll (the webhook workers' doorbell)."""
 
     def start(self) -> None:
         self._thread.start()
@@ -66,5 +70,7 @@ class Follower:
             conn.execute(SQL("LISTEN {}").format(Identifier(self.recorder.channel_name)))
             while not self._stop.is_set():
                 self.recent.refresh()
+                for ring in self.on_notify:
+                    ring()
                 for _ in conn.notifies(timeout=SAFETY_POLL_SECONDS, stop_after=1):
                     pass

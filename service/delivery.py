@@ -96,16 +96,27 @@ class Sink(Protocol):
         ...
 
 
-class Signal(Protocol):
-    """What wakes idle workers when new events commit (projections/recent_events.py)."""
+class Doorbell:
+    """Wakes idle workers when events commit: rung by this process's commits and, on
+    PostgreSQL, by the follower on every other process's (its NOTIFY). Workers also look again
+    every IDLE_POLL_SECONDS, for retries that came due and for other SQLite processes' commits.
+    """
 
-    def subscribe(self) -> None: ...
+    def __init__(self) -> None:
+        self._rung = threading.Condition()
+        self._version = 0
 
-    def unsubscribe(self) -> None: ...
+    def ring(self, *_: object) -> None:
+        with self._rung:
+            self._version += 1
+            self._rung.notify_all()
 
-    def version(self) -> int: ...
+    def version(self) -> int:
+        return self._version
 
-    def wait_past(self, version: int, timeout: float) -> bool: ...
+    def wait_past(self, version: int, timeout: float) -> bool:
+        with self._rung:
+            return self._rung.wait_for(lambda: self._version != version, timeout)
 
 
 class Delivery:
@@ -334,7 +345,7 @@ class Workers:
         self,
         delivery: Delivery,
         sink: Sink,
-        signal: Signal,
+        signal: Doorbell,
         count: int,
         claim: Callable[[], Consumer | None] | None = None,
     ):
@@ -350,7 +361,6 @@ class Workers:
         self._threads.append(threading.Thread(target=self._beat, name="heartbeat", daemon=True))
 
     def start(self) -> None:
-        self.signal.subscribe()  # so that every commit, from any process, wakes the workers
         for thread in self._threads:
             thread.start()
 
@@ -360,7 +370,6 @@ class Workers:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        self.signal.unsubscribe()
 
     def _work(self) -> None:
         while not self.stopping.is_set():

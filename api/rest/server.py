@@ -17,7 +17,7 @@ from titen.api.rest.settings import ServerSettings
 from titen.domain.webhooks import RetrySchedule
 from titen.projections.follower import Follower
 from titen.service.bootstrap import Services
-from titen.service.delivery import Workers
+from titen.service.delivery import Doorbell, Workers
 from titen.service.targets import Targets
 from titen.service.webhook_sender import WebhookSender
 
@@ -35,7 +35,10 @@ def serve(services: Services, settings: ServerSettings) -> None:
             services.readiness, settings.metrics_host, settings.metrics_port
         )
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
-    webhooks = _webhook_workers(services, settings)
+    doorbell = Doorbell()
+    services.app.on_commit.append(doorbell.ring)
+    follower.on_notify.append(doorbell.ring)
+    webhooks = _webhook_workers(services, settings, doorbell)
     webhooks.start()
     log.info(
         "titen serving on http://%s:%d (database %s)",
@@ -62,7 +65,7 @@ def serve(services: Services, settings: ServerSettings) -> None:
         follower.stop()
 
 
-def _webhook_workers(services: Services, settings: ServerSettings) -> Workers:
+def _webhook_workers(services: Services, settings: ServerSettings, doorbell: Doorbell) -> Workers:
     """The threads that deliver webhooks from this process, woken by every commit."""
     sender = WebhookSender(
         services.webhooks,
@@ -70,4 +73,4 @@ def _webhook_workers(services: Services, settings: ServerSettings) -> Workers:
         RetrySchedule(settings.webhook_retry_seconds),
         services.clock,
     )
-    return Workers(services.delivery, sender, services.recent_events, settings.webhook_workers)
+    return Workers(services.delivery, sender, doorbell, settings.webhook_workers)
