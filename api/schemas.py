@@ -15,6 +15,7 @@ from titen.domain.limits import (
     NAME_LENGTH,
     PURPOSE_LENGTH,
 )
+from titen.domain.published import PUBLISHED
 from titen.domain.statuses import ACCEPTED, REJECTED
 from titen.domain.webhooks import URL_LENGTH
 
@@ -73,7 +74,12 @@ RESOLVE_HANDOFF = body(
 CREATE_WEBHOOK = body(
     {
         "url": text(URL_LENGTH),
-        "types": {"type": "array", "items": {"type": "string"}, "maxItems": 32},
+        "types": {
+            "type": "array",
+            "items": {"type": "string", "enum": list(PUBLISHED)},
+            "minItems": 1,
+            "maxItems": 32,
+        },
         "to_principal": text(NAME_LENGTH),
     },
     required=["url"],

@@ -10,11 +10,13 @@ from typing import Any
 
 from titen.domain.handoff import Handoff
 from titen.domain.lease import Lease
-
-LEASE_ACQUIRED = "lease.acquired"
-HANDOFF_CREATED = "handoff.created"
-HANDOFF_ACCEPTED = "handoff.accepted"
-HANDOFF_REJECTED = "handoff.rejected"
+from titen.domain.published import (
+    HANDOFF_ACCEPTED,
+    HANDOFF_CREATED,
+    HANDOFF_REJECTED,
+    LEASE_ACQUIRED,
+    PUBLISHED,
+)
 
 NAMES: dict[type, str] = {
     Lease.Registered: "lease.registered",
@@ -26,8 +28,15 @@ NAMES: dict[type, str] = {
     Handoff.Accepted: HANDOFF_ACCEPTED,
     Handoff.Rejected: HANDOFF_REJECTED,
 }
-# Published to subscribers; a lease's ending is recorded in its history only (spec).
-PUBLISHED = (LEASE_ACQUIRED, HANDOFF_CREATED, HANDOFF_ACCEPTED, HANDOFF_REJECTED)
+__all__ = [
+    "HANDOFF_ACCEPTED",
+    "HANDOFF_CREATED",
+    "HANDOFF_REJECTED",
+    "LEASE_ACQUIRED",
+    "NAMES",
+    "PUBLISHED",
+    "event_type",
+]
 
 
 def event_type(event: Any) -> str:

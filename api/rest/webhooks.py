@@ -23,7 +23,6 @@ from titen.api.rest.contract import (
     INSTANT,
     INTEGER,
     STRING,
-    Link,
     Operation,
     answers,
     array,
@@ -46,7 +45,6 @@ from titen.service.targets import Targets
 from titen.service.webhooks import Webhooks
 
 CREATE = validator(schemas.CREATE_WEBHOOK)
-WEBHOOK_ID = "$response.body#/data/webhook_id"
 WEBHOOK_FIELDS = {
     "webhook_id": STRING,
     "url": STRING,
@@ -81,7 +79,6 @@ class WebhookList:
             body=schemas.CREATE_WEBHOOK,
             answer=answers(WITH_SECRET),
             description="Deliveries are signed per Standard Webhooks (docs/webhooks.md).",
-            links={"GetWebhook": Link("getWebhook", {"webhook_id": WEBHOOK_ID})},
         ),
         get=Operation(
             "listWebhooks",
