@@ -34,6 +34,10 @@ class Published:
         return {**self.event, "cursor": encode_cursor(self.position)}
 
 
+SOURCE_PREFIX = "/titen/organizations/"
+"""A CloudEvent's `source`: this, then the organization."""
+
+
 class EventLog(Projection):
     name = "event_log"
     tables = ("event_log",)
@@ -104,7 +108,7 @@ class EventLog(Projection):
         cloud_event = {
             "specversion": "1.0",
             "id": f"{event.originator_id.hex}-{event.originator_version}",
-            "source": f"/titen/organizations/{event.organization}",
+            "source": SOURCE_PREFIX + event.organization,
             "type": kind,
             "time": iso(time),
             "subject": subject,

@@ -9,7 +9,7 @@ import argparse
 import logging
 import sys
 
-from titen.api.cli import agent, audit, keys, openapi, projections, serve
+from titen.api.cli import agent, audit, keys, openapi, projections, relay, serve
 from titen.storage.database import BadDatabaseURL
 
 
@@ -41,6 +41,6 @@ def _parser() -> argparse.ArgumentParser:
         prog="titen", description="Titen: leases and handoffs for AI agents."
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    for group in (serve, agent, keys, audit, projections, openapi):
+    for group in (serve, agent, keys, audit, projections, openapi, relay):
         group.add_commands(commands)
     return parser
