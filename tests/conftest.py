@@ -15,6 +15,7 @@ import falcon.testing
 import pytest
 
 from tests.support import (
+    RELEASE_SCHEMAS,
     FakeClock,
     postgres_reason,
     postgres_schema,
@@ -70,6 +71,17 @@ def previous_release(request: pytest.FixtureRequest) -> Iterator[tuple[str, dict
         skip_or_fail_without_postgres()
     with previous_release_store(request.param) as url:
         yield url, previous_release_manifest(request.param)
+
+
+@pytest.fixture(params=[(r, b) for r in RELEASE_SCHEMAS for b in BACKENDS], ids="-".join)
+def earlier_release(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, dict]]:
+    """A copy of a store each earlier release in tests/fixtures wrote, on each backend: the
+    release's name, the store's URL and its manifest."""
+    release, backend = request.param
+    if backend == "postgres":
+        skip_or_fail_without_postgres()
+    with previous_release_store(backend, release) as url:
+        yield release, url, previous_release_manifest(backend, release)
 
 
 @pytest.fixture

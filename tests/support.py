@@ -24,8 +24,12 @@ POSTGRES_URL = os.environ.get(
     "TITEN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
 TITEN = str(Path(sys.executable).with_name("titen"))
-PREVIOUS_RELEASE = Path(__file__).parent / "fixtures" / "previous_release"
-PREVIOUS_RELEASE_SCHEMA = "titen_fixture_prev"
+FIXTURES = Path(__file__).parent / "fixtures"
+RELEASE_SCHEMAS = {
+    # fixture (its folder and its files' stem): the schema its PostgreSQL dump names
+    "previous_release": "titen_fixture_prev",  # before the `titen` namespace
+    "before_inline": "titen_fixture_before_inline",  # before inline read models (b3ba8ee)
+}
 
 
 class FakeClock:
@@ -80,9 +84,10 @@ def postgres_schema() -> Iterator[str]:
 
 
 @contextmanager
-def previous_release_store(backend: str) -> Iterator[str]:
-    """A database URL on a fresh copy of the store the previous release wrote (`backend` is
-    "sqlite" or "postgres"); what it holds is `previous_release_manifest(backend)`.
+def previous_release_store(backend: str, release: str = "previous_release") -> Iterator[str]:
+    """A database URL on a fresh copy of the store an earlier release wrote (`backend` is
+    "sqlite" or "postgres", `release` a key of RELEASE_SCHEMAS); what it holds is
+    `previous_release_manifest(backend, release)`.
 
     The fixture itself is never opened: tests change what they open. The PostgreSQL dump names
     its schema in identifiers and inside a function body, so the copy replaces the name in the
@@ -90,14 +95,14 @@ def previous_release_store(backend: str) -> Iterator[str]:
     """
     if backend == "sqlite":
         with tempfile.TemporaryDirectory() as directory:
-            copy = shutil.copy(PREVIOUS_RELEASE / "previous_release.db", directory)
+            copy = shutil.copy(FIXTURES / release / f"{release}.db", directory)
             yield f"sqlite:///{copy}"
         return
     schema = f"titen_test_{uuid.uuid4().hex[:12]}"
-    text = (PREVIOUS_RELEASE / "previous_release.pg.sql").read_text()
+    text = (FIXTURES / release / f"{release}.pg.sql").read_text()
     script = "\n".join(
         line
-        for line in text.replace(PREVIOUS_RELEASE_SCHEMA, schema).splitlines()
+        for line in text.replace(RELEASE_SCHEMAS[release], schema).splitlines()
         if not line.startswith("\\")
     )
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
@@ -109,9 +114,9 @@ def previous_release_store(backend: str) -> Iterator[str]:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-def previous_release_manifest(backend: str) -> dict:
-    """What `previous_release_store(backend)` holds and how the previous release answered."""
-    return jsonlib.loads((PREVIOUS_RELEASE / f"manifest.{backend}.json").read_text())
+def previous_release_manifest(backend: str, release: str = "previous_release") -> dict:
+    """What `previous_release_store(backend, release)` holds and how that release answered."""
+    return jsonlib.loads((FIXTURES / release / f"manifest.{backend}.json").read_text())
 
 
 def free_port() -> int:

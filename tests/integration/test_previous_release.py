@@ -1,9 +1,10 @@
-"""A store written by the previous release (before the `titen` namespace) keeps working.
+"""Stores written by earlier releases keep working.
 
-The fixture (tests/fixtures/previous_release/) holds leases, handoffs and keys in every state,
-with the old event topics (`domain.lease:Lease.Acquired`, …) and a Lease snapshot, and the
-answers that release gave. Today's code opens a copy of it, on each backend, and must answer the
-same and go on serving it.
+Each fixture holds leases, handoffs and keys in every state, a Lease snapshot, and the answers
+that release gave: tests/fixtures/previous_release/ was written before the `titen` namespace (old
+event topics such as `domain.lease:Lease.Acquired`), tests/fixtures/before_inline/ by the release
+that still wrote the read models after each command's commit. Today's code opens a copy of each,
+on each backend, and must answer the same and go on serving it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from titen.service.bootstrap import Services, bootstrap
 
 
 class Upgraded:
-    def __init__(self, services: Services, manifest: dict[str, Any]):
+    def __init__(self, release: str, services: Services, manifest: dict[str, Any]):
+        self.release = release
         self.services = services
         self.manifest = manifest
         self.http = falcon.testing.TestClient(create_app(services))
@@ -62,12 +64,12 @@ class Upgraded:
 
 
 @pytest.fixture
-def upgraded(previous_release: tuple[str, dict[str, Any]]) -> Iterator[Upgraded]:
-    url, manifest = previous_release
+def upgraded(earlier_release: tuple[str, str, dict[str, Any]]) -> Iterator[Upgraded]:
+    release, url, manifest = earlier_release
     clock = FakeClock(parse_iso(manifest["clock"]["final"]).astimezone(UTC))
     services = bootstrap(url, clock)
     try:
-        yield Upgraded(services, manifest)
+        yield Upgraded(release, services, manifest)
     finally:
         services.close()
 
@@ -159,15 +161,34 @@ def test_old_keys_authenticate_and_a_revoked_one_does_not(upgraded: Upgraded):
 
 def test_the_old_read_models_equal_a_rebuild_and_the_event_log_gains_tokens(upgraded: Upgraded):
     """Published lease.acquired events gained `fencing_token` after the previous release: the
-    old event-log rows lack it until `titen projections rebuild event_log` (docs/leases.md)."""
+    old event-log rows lack it until `titen projections rebuild event_log` (docs/leases.md).
+    The release before inline read models already wrote them as today's code does."""
     projector = upgraded.services.projector
     for name in projector.projections:
         if name != "event_log":
             assert projector.verify(name) is None, name
-    assert projector.verify("event_log") is not None
+    lacks_tokens = upgraded.release == "previous_release"
+    assert (projector.verify("event_log") is not None) == lacks_tokens
     projector.rebuild("event_log")
     assert projector.verify("event_log") is None
     ops = bearer(upgraded.key("acme", "ops"))
     events = upgraded.http.simulate_get("/v1/events?limit=500", headers=ops).json["data"]
     acquired = [e["data"] for e in events["events"] if e["type"] == "lease.acquired"]
     assert acquired and all(data["fencing_token"] >= 1 for data in acquired)
+
+
+def test_commands_after_the_upgrade_write_the_read_models_with_their_events(upgraded: Upgraded):
+    services = upgraded.services
+    assert upgraded.acquire("agent_a", "deploy", "after-upgrade").status_code == 201
+    pending = upgraded.handoff("pending", organization="acme", to_principal="agent_reviewer")
+    resolved = upgraded.http.simulate_post(
+        f"/v1/handoffs/{pending['handoff_id']}/resolve",
+        headers=bearer(upgraded.key("acme", "agent_reviewer")),
+        json={"status": "rejected"},
+    )
+    assert resolved.status_code == 200
+    end = services.app.recorder.max_notification_id()
+    assert set(services.projector.positions().values()) == {end}
+    for name in services.projector.projections:
+        if name != "event_log" or upgraded.release != "previous_release":
+            assert services.projector.verify(name) is None, name
