@@ -3,19 +3,21 @@
 A rebuild never writes the live tables until it is complete. The projection is applied from the
 start of the log to scratch copies of its tables (`<table>__rebuild`), in short transactions so
 commands and catch-ups carry on meanwhile. Then one transaction claims the live projection's
-tracking record (a catch-up of it now waits) and, if the copy has reached the live position,
-replaces the live rows with the copy's, drops the copy and records the copy's position. The copy
-may be ahead of live: nobody can apply those events to live while its record is claimed. If live
-is ahead, the copy catches up outside the transaction and the swap tries again.
+tracking record. Every command moves that record in its own transaction, so from here until the
+commit no command can commit (on PostgreSQL they wait holding the events table lock, on SQLite for
+the write lock) and the live position is the log's end. The copy applies the events it still
+lacks up to there, read in the same transaction, then the live rows are replaced with the copy's,
+the copy dropped and its position recorded. The copy may be ahead of live (events an earlier
+release left unapplied): nobody can apply those events to live while its record is claimed.
 
 The replacement is `DELETE` then `INSERT … SELECT` on the live table, so it keeps its indexes,
 and readers see the old rows until that transaction commits and the new ones after it
-(PostgreSQL's snapshots, SQLite's write-ahead log): never a half-built table. Nothing inside it
-reads the log, so it needs no second connection (asking the same SQLite pool for one while
+(PostgreSQL's snapshots, SQLite's write-ahead log): never a half-built table. It reads the log's
+tail on its own connection, so it needs no second one (asking the same SQLite pool for one while
 another thread waits for the writer would deadlock until the pool's timeout).
 
 Verification builds the copy the same way up to the live projection's own position, and compares
-the two in a transaction that holds that position still.
+the two in a transaction that holds that position still (catching the copy up inside it first).
 
 The copy has a tracking record of its own that each of its transactions claims, so two rebuilds
 of one projection cannot interleave: the later one resets it and the earlier one stops at its
@@ -38,7 +40,6 @@ from titen.projections.store import Row, ViewStore, Writer
 
 SUFFIX = "__rebuild"
 BATCH = 500
-ATTEMPTS = 20
 INDEX_NAME = re.compile(r"(CREATE\s+(?:UNIQUE\s+)?INDEX\s+IF\s+NOT\s+EXISTS\s+)(\w+)", re.I)
 
 
@@ -123,44 +124,46 @@ class Scratch:
             self.progress(self.position)
 
     def swap(self) -> int:
-        """Replace the live rows with the copy's, brought up to the log's end; the position.
-
-        The copy may be ahead of the live projection (those events are in it, and nobody can
-        apply them to live while its record is claimed) but not behind: if live applied newer
-        events meanwhile, the copy catches up outside the transaction and the swap tries again.
-        """
+        """Replace the live rows with the copy's, brought up to the log's end; the position."""
         live = self.projection.name
-        for _ in range(ATTEMPTS):
-            self.fill()
-            with self.store.writing() as writer:
-                if writer.claim(live) > self.position:
-                    continue
-                self._claim(writer)
-                for table, scratch in self.tables.items():
-                    writer.execute(f"DELETE FROM {{{table}}}")
-                    writer.execute(f"INSERT INTO {{{table}}} SELECT * FROM {{{scratch}}}")
-                self._drop(writer)
-                writer.forget(self.name)
-                writer.set_position(live, self.position)
-                return self.position
-        raise RuntimeError(f"{live} kept moving ahead of its rebuild; try again")
+        self.fill()
+        with self.store.writing() as writer:
+            position = writer.claim(live)  # commands wait from here until the commit
+            self._claim(writer)
+            self._fill_within(writer, position)
+            for table, scratch in self.tables.items():
+                writer.execute(f"DELETE FROM {{{table}}}")
+                writer.execute(f"INSERT INTO {{{table}}} SELECT * FROM {{{scratch}}}")
+            self._drop(writer)
+            writer.forget(self.name)
+            writer.set_position(live, self.position)
+            return self.position
 
     def compare(self) -> Difference | None:
         """The first difference from the live tables, both at the live position; then discard."""
         live = self.projection.name
-        for _ in range(ATTEMPTS):
-            with self.store.writing() as writer:
-                position = writer.claim(live)
-                if position == self.position:
-                    self._claim(writer)
-                    found = self._first_difference(writer)
-                    self._drop(writer)
-                    writer.forget(self.name)
-                    return found
+        with self.store.writing() as writer:
+            position = writer.claim(live)
             if position < self.position:
                 raise RuntimeError(f"the rebuild of {live} went past its position {position}")
-            self.fill(until=position)
-        raise RuntimeError(f"{live} kept moving ahead of its rebuild; try again")
+            self._claim(writer)
+            self._fill_within(writer, position)
+            found = self._first_difference(writer)
+            self._drop(writer)
+            writer.forget(self.name)
+            return found
+
+    def _fill_within(self, writer: Writer, until: int) -> None:
+        """Apply the events after the copy's position up to `until` inside the claiming
+        transaction, read on its own connection: no command can commit meanwhile."""
+        if until <= self.position:
+            return
+        scratch = writer.redirected(self.tables)
+        recorder = self.app.recorder
+        for position, stored in writer.log(recorder, self.position, until):
+            self.projection.apply(scratch, self.app.mapper.to_domain_event(stored), position)
+        self.position = until
+        writer.set_position(self.name, until)
 
     def discard(self) -> None:
         with self.store.writing() as writer:

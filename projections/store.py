@@ -12,9 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
+from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking, TrackingRecorder
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteFactory, SQLiteTrackingRecorder
 
@@ -41,6 +42,22 @@ class Writer:
     def fetchall(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         self.execute(template, params)
         return [dict(row) for row in self._cursor.fetchall()]
+
+    def log(self, recorder: Any, after: int, until: int) -> list[tuple[int, StoredEvent]]:
+        """The stored events after one log position up to another, read in this transaction."""
+        rows = self.fetchall(self._store.log_sql(recorder.events_table_name), [after, until])
+        return [
+            (
+                row["notification_id"],
+                StoredEvent(
+                    originator_id=UUID(str(row["originator_id"])),
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                ),
+            )
+            for row in rows
+        ]
 
     def redirected(self, tables: Mapping[str, str]) -> Writer:
         """The same transaction, with the named tables replaced by others."""
@@ -168,6 +185,10 @@ class ViewStore(TrackingRecorder, ABC):
     def claim_params(self, names: Sequence[str]) -> list[Any]:
         return list(names)
 
+    @abstractmethod
+    def log_sql(self, events_table: str) -> str:
+        """The events table's rows between two positions, in log order."""
+
     def move_sql(self, count: int) -> str:
         """A statement that sets `count` tracking records to one position."""
         marks = ", ".join(["%s"] * count)
@@ -206,6 +227,12 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
     def _placeholders(self, statement: str) -> str:
         return statement.replace("%s", "?")
 
+    def log_sql(self, events_table: str) -> str:
+        return (
+            "SELECT rowid AS notification_id, originator_id, originator_version, topic, state"
+            f" FROM {events_table} WHERE rowid > %s AND rowid <= %s ORDER BY rowid"
+        )
+
 
 class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     def __init__(self, *args: Any, **kwargs: Any):
@@ -233,6 +260,13 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
     def claim_params(self, names: Sequence[str]) -> list[Any]:
         return [list(names), list(names)]
+
+    def log_sql(self, events_table: str) -> str:
+        return (
+            "SELECT notification_id, originator_id, originator_version, topic, state"
+            f" FROM {self._qualify(events_table)}"
+            " WHERE notification_id > %s AND notification_id <= %s ORDER BY notification_id"
+        )
 
     def move_sql(self, count: int) -> str:
         """Locks taken in the order the names are given, as `claim_sql` takes them, so an inline
