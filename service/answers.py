@@ -99,7 +99,10 @@ class StoredAnswers:
 
         Raises AlreadyAnswered (rolling the whole transaction back) when one is there already.
         """
-        writer = Writer(self.store, cursor)
+        self.write_in(Writer(self.store, cursor), kept)
+
+    def write_in(self, writer: Writer, kept: Sequence[Kept]) -> None:
+        """`write` in an open transaction of the store (a command that records no event)."""
         now = _millis(self.clock.now())
         writer.execute("DELETE FROM {idempotent_answers} WHERE expires_at <= %s", [now])
         expires_at = now + int(KEPT_FOR.total_seconds() * 1000)

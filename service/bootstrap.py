@@ -73,7 +73,7 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         keys = Keys(store, clock)
         answers = StoredAnswers(store, clock)
         delivery = Delivery(store, event_log)
-        webhooks = Webhooks(store, delivery, keys, app, clock)
+        webhooks = Webhooks(store, delivery, keys, app, clock, answers)
     app.recorder.inline = projector.write
     app.recorder.keep = answers.write
     projector.catch_up()

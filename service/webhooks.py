@@ -30,8 +30,9 @@ from titen.domain.webhooks import (
     validate_types,
 )
 from titen.projections.store import Row, ViewStore, Writer
-from titen.service.application import Titen
-from titen.service.delivery import Attempt, Consumer, Delivery
+from titen.service.answers import StoredAnswers
+from titen.service.application import Keep, Titen
+from titen.service.delivery import ACTIVE, Attempt, Consumer, Delivery
 from titen.service.keys import Keys, Principal
 from titen.service.targets import TargetRefused, Targets
 
@@ -64,7 +65,16 @@ class Webhook:
 
 
 class Webhooks:
-    def __init__(self, store: ViewStore, delivery: Delivery, keys: Keys, app: Titen, clock: Clock):
+    def __init__(
+        self,
+        store: ViewStore,
+        delivery: Delivery,
+        keys: Keys,
+        app: Titen,
+        clock: Clock,
+        answers: StoredAnswers,
+    ):
+        self.answers = answers
         self.store = store
         self.delivery = delivery
         self.keys = keys
@@ -85,9 +95,11 @@ class Webhooks:
         types: Sequence[str] | None,
         to_principal: str | None,
         targets: Targets,
+        keep: Keep = None,
     ) -> tuple[Webhook, str]:
         """A new subscription of the caller's, delivering what commits from now on; its secret
-        (returned this once)."""
+        (returned this once). `keep((webhook, secret))` is stored in the same transaction (an
+        idempotent request's answer)."""
         target = parse_target(url)
         chosen = PUBLISHED if types is None else validate_types(types, PUBLISHED)
         if to_principal is not None and not self.keys.is_principal(
@@ -134,7 +146,9 @@ class Webhooks:
                 ],
             )
             self.delivery.add(writer, webhook_id, KIND, caller.organization, start)
-        return self.get(caller, webhook_id), secret
+            created = _webhook(_row(writer, webhook_id), ACTIVE)
+            self._keep(writer, keep, (created, secret))
+        return created, secret
 
     def list(self, caller: Principal, *, after: int, limit: int) -> list[Webhook]:
         """The caller's subscriptions (an operator's: the organization's), oldest first."""
@@ -164,20 +178,28 @@ class Webhooks:
             self.delivery.remove(writer, webhook_id)
         return iso(self.clock.now())
 
-    def rotate_secret(self, caller: Principal, webhook_id: str) -> tuple[Webhook, str]:
-        """A new secret, used from the next delivery attempt on; the old one stops at once."""
-        self.get(caller, webhook_id)
+    def rotate_secret(
+        self, caller: Principal, webhook_id: str, keep: Keep = None
+    ) -> tuple[Webhook, str]:
+        """A new secret, used from the next delivery attempt on; the old one stops at once
+        (`keep` as for `create`)."""
+        status = self.get(caller, webhook_id).status
         secret = _new_secret()
         with self.store.writing() as writer:
             self._update(writer, webhook_id, "UPDATE {webhooks} SET secret = %s", [secret])
-        return self.get(caller, webhook_id), secret
+            rotated = _webhook(_row(writer, webhook_id), status)
+            self._keep(writer, keep, (rotated, secret))
+        return rotated, secret
 
-    def enable(self, caller: Principal, webhook_id: str) -> Webhook:
-        """Resume a failing subscription from the event it failed on, with a fresh schedule."""
+    def enable(self, caller: Principal, webhook_id: str, keep: Keep = None) -> Webhook:
+        """Resume a failing subscription from the event it failed on, with a fresh schedule
+        (`keep` as for `create`)."""
         self.get(caller, webhook_id)
         with self.store.writing() as writer:
             self.delivery.enable(writer, webhook_id)
-        return self.get(caller, webhook_id)
+            enabled = _webhook(_row(writer, webhook_id), ACTIVE)
+            self._keep(writer, keep, enabled)
+        return enabled
 
     def attempts(
         self, caller: Principal, webhook_id: str, *, before: int | None, limit: int
@@ -189,6 +211,10 @@ class Webhooks:
         """The subscription a consumer delivers for, as it is now (None once deleted)."""
         rows = self.store.query("SELECT * FROM {webhooks} WHERE webhook_id = %s", [consumer.name])
         return _webhook(rows[0], consumer.status) if rows else None
+
+    def _keep(self, writer: Writer, keep: Keep, result: Any) -> None:
+        if keep is not None:
+            self.answers.write_in(writer, [keep(result)])
 
     def _update(self, writer: Writer, webhook_id: str, statement: str, params: list) -> None:
         gone = not writer.fetchall(
@@ -204,6 +230,14 @@ class Webhooks:
             for row in rows
             if row["webhook_id"] in consumers
         ]
+
+
+def _row(writer: Writer, webhook_id: str) -> Row:
+    """A subscription's row as this transaction sees it."""
+    rows = writer.fetchall("SELECT * FROM {webhooks} WHERE webhook_id = %s", [webhook_id])
+    if not rows:
+        raise NotFound(f"No webhook {webhook_id}.")
+    return rows[0]
 
 
 def _visible(row: Row, caller: Principal) -> bool:

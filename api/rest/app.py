@@ -96,9 +96,9 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
         AuditResource: AuditResource(services.auditor),
         AuditLease: AuditLease(services.auditor),
         AuditHandoff: AuditHandoff(services.auditor),
-        WebhookList: WebhookList(webhooks, Targets(settings.allow_private_webhooks)),
+        WebhookList: WebhookList(webhooks, Targets(settings.allow_private_webhooks), idempotency),
         WebhookItem: WebhookItem(webhooks),
-        WebhookSecret: WebhookSecret(webhooks),
-        WebhookEnable: WebhookEnable(webhooks),
+        WebhookSecret: WebhookSecret(webhooks, idempotency),
+        WebhookEnable: WebhookEnable(webhooks, idempotency),
         WebhookDeliveries: WebhookDeliveries(webhooks),
     }

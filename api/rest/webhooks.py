@@ -13,6 +13,7 @@ GET    /v1/webhooks/{webhook_id}/deliveries      its delivery attempts, newest f
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 import falcon
 
@@ -30,6 +31,7 @@ from titen.api.rest.contract import (
     obj,
     operations,
 )
+from titen.api.rest.idempotency import Idempotency
 from titen.api.rest.paging import (
     PAGE_QUERY,
     decode_cursor,
@@ -42,7 +44,7 @@ from titen.api.rest.paging import (
 from titen.domain.events import PUBLISHED
 from titen.service.delivery import ACTIVE, FAILING
 from titen.service.targets import Targets
-from titen.service.webhooks import Webhooks
+from titen.service.webhooks import Webhook, Webhooks
 
 CREATE = validator(schemas.CREATE_WEBHOOK)
 WEBHOOK_FIELDS = {
@@ -79,6 +81,7 @@ class WebhookList:
             body=schemas.CREATE_WEBHOOK,
             answer=answers(WITH_SECRET),
             description="Deliveries are signed per Standard Webhooks (docs/webhooks.md).",
+            idempotent=True,
         ),
         get=Operation(
             "listWebhooks",
@@ -88,21 +91,29 @@ class WebhookList:
         ),
     )
 
-    def __init__(self, webhooks: Webhooks, targets: Targets):
+    def __init__(self, webhooks: Webhooks, targets: Targets, idempotency: Idempotency):
         self.webhooks = webhooks
         self.targets = targets
+        self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_json(req, CREATE)
-        webhook, secret = self.webhooks.create(
-            principal_of(req),
-            url=body["url"],
-            types=body.get("types"),
-            to_principal=body.get("to_principal"),
-            targets=self.targets,
+        caller = principal_of(req)
+        self.idempotency.run(
+            req,
+            resp,
+            body,
+            201,
+            lambda keep: self.webhooks.create(
+                caller,
+                url=body["url"],
+                types=body.get("types"),
+                to_principal=body.get("to_principal"),
+                targets=self.targets,
+                keep=keep,
+            ),
+            with_secret,
         )
-        resp.status = falcon.HTTP_201
-        resp.media = {"data": {**webhook.public(), "secret": secret}}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         page = read_page(req, filters={})
@@ -151,15 +162,24 @@ class WebhookSecret:
             "A new signing secret, shown once; the old one stops at once.",
             answer=answers(WITH_SECRET),
             errors=("NOT_FOUND",),
+            idempotent=True,
         )
     )
 
-    def __init__(self, webhooks: Webhooks):
+    def __init__(self, webhooks: Webhooks, idempotency: Idempotency):
         self.webhooks = webhooks
+        self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        webhook, secret = self.webhooks.rotate_secret(principal_of(req), webhook_id)
-        resp.media = {"data": {**webhook.public(), "secret": secret}}
+        caller = principal_of(req)
+        self.idempotency.run(
+            req,
+            resp,
+            None,  # no body: the key's scope (this webhook's path) is the whole request
+            200,
+            lambda keep: self.webhooks.rotate_secret(caller, webhook_id, keep=keep),
+            with_secret,
+        )
 
 
 class WebhookEnable:
@@ -169,14 +189,30 @@ class WebhookEnable:
             "Resume a failing subscription from the event it failed on.",
             answer=answers(WEBHOOK),
             errors=("NOT_FOUND",),
+            idempotent=True,
         )
     )
 
-    def __init__(self, webhooks: Webhooks):
+    def __init__(self, webhooks: Webhooks, idempotency: Idempotency):
         self.webhooks = webhooks
+        self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        resp.media = {"data": self.webhooks.enable(principal_of(req), webhook_id).public()}
+        caller = principal_of(req)
+        self.idempotency.run(
+            req,
+            resp,
+            None,
+            200,
+            lambda keep: self.webhooks.enable(caller, webhook_id, keep=keep),
+            lambda webhook: {"data": webhook.public()},
+        )
+
+
+def with_secret(created: tuple[Webhook, str]) -> dict[str, Any]:
+    """A subscription with its secret: the one answer that shows it."""
+    webhook, secret = created
+    return {"data": {**webhook.public(), "secret": secret}}
 
 
 class WebhookDeliveries:

@@ -6,9 +6,12 @@ import json
 import threading
 
 import pytest
+from falcon.testing import TestClient
 
 from tests.support import bearer
 from titen.api.rest import idempotency
+from titen.api.rest.app import create_app
+from titen.api.rest.settings import ServerSettings
 from titen.service.bootstrap import bootstrap
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "svc", "purpose": "p", "ttl_seconds": 600}
@@ -152,10 +155,6 @@ def test_answers_survive_a_restart(database, services, clock, client, alice):
     first = post(client, alice, "/v1/leases", ACQUIRE, "durable")
     reopened = bootstrap(database, clock)
     try:
-        from falcon.testing import TestClient
-
-        from titen.api.rest.app import create_app
-
         again = post(TestClient(create_app(reopened)), alice, "/v1/leases", ACQUIRE, "durable")
     finally:
         reopened.close()
@@ -204,3 +203,27 @@ def test_a_repeat_while_the_first_runs_waits_or_is_told_in_use(
     assert answers["first"].status_code == answers["waiting"].status_code == 201
     assert answers["waiting"].json == answers["first"].json
     assert answers["waiting"].headers["idempotent-replayed"] == "true"
+
+
+@pytest.fixture
+def loopback(services):
+    """Webhooks may target this machine (the receivers in tests are local)."""
+    return TestClient(create_app(services, ServerSettings(allow_private_webhooks=True)))
+
+
+def test_webhook_posts_take_keys_too(loopback, services, alice):
+    subscribe = {"url": "http://127.0.0.1:9/hook"}
+    first = post(loopback, alice, "/v1/webhooks", subscribe, "hook-1")
+    again = post(loopback, alice, "/v1/webhooks", subscribe, "hook-1")
+    assert first.status_code == again.status_code == 201
+    assert again.json == first.json and again.headers["idempotent-replayed"] == "true"
+    listed = loopback.simulate_get("/v1/webhooks", headers=bearer(alice)).json["data"]
+    assert [w["webhook_id"] for w in listed["webhooks"]] == [first.json["data"]["webhook_id"]]
+    path = f"/v1/webhooks/{first.json['data']['webhook_id']}"
+    rotated = post(loopback, alice, f"{path}/rotate-secret", None, "rotate-1", raw=b"")
+    replayed = post(loopback, alice, f"{path}/rotate-secret", None, "rotate-1", raw=b"")
+    assert rotated.status_code == replayed.status_code == 200
+    assert replayed.json == rotated.json  # the secret in force, not a third one
+    assert rotated.json["data"]["secret"] != first.json["data"]["secret"]
+    enabled = post(loopback, alice, f"{path}/enable", None, "enable-1", raw=b"")
+    assert post(loopback, alice, f"{path}/enable", None, "enable-1", raw=b"").json == enabled.json
