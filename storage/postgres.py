@@ -16,16 +16,42 @@ from typing import Any
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 
-from titen.storage.inline import InlineRecording
+from titen.storage.inline import InlineRecording, ReadModelWriteFailed
+
+
+class _RollBack(BaseException):
+    """Carries a failed inline write past the library's `except Exception`, so it leaves the
+    transaction block as an exception and the transaction rolls back.
+
+    The library's insert catches every Exception inside its transaction block and raises it
+    again only after the block has ended, which commits: an error raised by Python code (not by
+    the database, whose errors abort the transaction anyway) would commit the events without
+    their read-model rows.
+    """
+
+    def __init__(self, failed: ReadModelWriteFailed):
+        super().__init__(str(failed))
+        self.failed = failed
 
 
 class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        try:
+            return super().insert_events(stored_events, **kwargs)
+        except _RollBack as rolled_back:
+            raise rolled_back.failed from rolled_back.failed.__cause__
+
     def _fetch_ids_after_insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         positions = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
         # A nested pipeline block sends what the hook queued and waits for the results when it
         # ends, so a failing row surfaces here (as ReadModelWriteFailed), not at the commit.
-        with curs.connection.pipeline():
-            self.write_inline(curs, positions, kwargs)
+        try:
+            with curs.connection.pipeline():
+                self.write_inline(curs, positions, kwargs)
+        except ReadModelWriteFailed as failed:
+            raise _RollBack(failed) from failed
         return positions
