@@ -14,20 +14,26 @@ once: each transaction first claims the tracking record of every projection it c
 that it still holds the position it started from; the later one waits for the earlier, finds the
 position moved, rolls back and starts again from the positions now recorded. Every process on one
 store must run the same release, so no event can be committed without its rows once one serves.
+
+A read model that raises on an event is named, with the event's position and type, by
+`ProjectionFailed` (projections/failures.py): inline, the command fails and stores nothing, and
+the application hands the failure to `Failures.record` once the transaction has rolled back; in
+a catch-up, the catch-up records it and stops. `rebuild`, and a `verify` that finds no
+difference, clear the record.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from contextlib import suppress
 from typing import Any
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, Notification
 
+from titen.projections.failures import Failures, ProjectionFailed
 from titen.projections.projection import Projection
-from titen.projections.rebuild import Difference
+from titen.projections.rebuild import Difference, Progress, unwatched
 from titen.projections.rebuild import rebuild as rebuild_from_log
 from titen.projections.rebuild import verify as verify_against_log
 from titen.projections.store import ViewStore, Writer
@@ -37,10 +43,17 @@ BATCH = 500
 
 
 class Projector:
-    def __init__(self, app: Application[Any], store: ViewStore, projections: Sequence[Projection]):
+    def __init__(
+        self,
+        app: Application[Any],
+        store: ViewStore,
+        projections: Sequence[Projection],
+        failures: Failures,
+    ):
         self.app = app
         self.store = store
         self.projections = {p.name: p for p in projections}
+        self.failures = failures
         self._names = list(self.projections)
         self._catching_up = threading.Lock()
         self.create_tables()
@@ -59,7 +72,12 @@ class Projector:
         writer.move(self._names, recorded[-1][0])  # first: it queues behind a rebuild's swap
         for position, event in recorded:
             for projection in self.projections.values():
-                projection.apply(writer, event, position)
+                _apply(projection, writer, event, position)
+
+    def write_failed(self, failed: BaseException) -> None:
+        """A command's inline write failed: record the read model that failed, if one did."""
+        if isinstance(failed.__cause__, ProjectionFailed):
+            self.failures.record(failed.__cause__)
 
     def positions(self) -> dict[str, int]:
         """Where each projection's tracking record stands in the log."""
@@ -75,17 +93,35 @@ class Projector:
                 )
                 if not batch:
                     return
-                with suppress(IntegrityError):  # another process applied them first
+                try:
                     self._apply(batch, positions)
+                except IntegrityError:
+                    pass  # another process applied them first
+                except ProjectionFailed as failed:
+                    self.failures.record(failed)
+                    raise
                 positions = self.positions()
 
-    def rebuild(self, name: str) -> int:
-        """Rebuild one projection from the log into scratch tables, swap them in; its position."""
-        return rebuild_from_log(self.app, self.store, self.projections[name])
+    def rebuild(self, name: str, progress: Progress = unwatched) -> int:
+        """Rebuild one projection from the log into scratch tables, swap them in; its position.
 
-    def verify(self, name: str) -> Difference | None:
-        """Where one projection differs from a fresh rebuild at its own position, or None."""
-        return verify_against_log(self.app, self.store, self.projections[name])
+        A failure recorded for it is cleared: its rows are now the log's.
+        """
+        position = rebuild_from_log(self.app, self.store, self.projections[name], progress=progress)
+        self.failures.clear(name)
+        return position
+
+    def verify(self, name: str, progress: Progress = unwatched) -> Difference | None:
+        """Where one projection differs from a fresh rebuild at its own position, or None.
+
+        Equal to the log, a failure recorded for it did not come from its rows: it is cleared.
+        """
+        difference = verify_against_log(
+            self.app, self.store, self.projections[name], progress=progress
+        )
+        if difference is None:
+            self.failures.clear(name)
+        return difference
 
     def _apply(self, batch: Sequence[Notification], positions: dict[str, int]) -> None:
         last = batch[-1].id
@@ -101,5 +137,13 @@ class Projector:
                 projection = self.projections[name]
                 for position, event in events:
                     if position > start:
-                        projection.apply(writer, event, position)
+                        _apply(projection, writer, event, position)
             writer.advance(behind, last)
+
+
+def _apply(projection: Projection, writer: Writer, event: Any, position: int) -> None:
+    """Apply one event, naming the read model, the position and the event if it fails."""
+    try:
+        projection.apply(writer, event, position)
+    except Exception as exc:
+        raise ProjectionFailed(projection.name, position, event, exc) from exc

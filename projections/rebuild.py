@@ -69,7 +69,7 @@ Progress = Callable[[int], None]
 """Told the copy's log position after each batch (a command line draws it as a bar)."""
 
 
-def _unwatched(position: int) -> None:
+def unwatched(position: int) -> None:
     """Nobody follows this rebuild's progress."""
 
 
@@ -82,7 +82,7 @@ class Scratch:
         store: ViewStore,
         projection: Projection,
         batch: int = BATCH,
-        progress: Progress = _unwatched,
+        progress: Progress = unwatched,
     ):
         self.app = app
         self.store = store
@@ -197,7 +197,7 @@ def rebuild(
     store: ViewStore,
     projection: Projection,
     batch: int = BATCH,
-    progress: Progress = _unwatched,
+    progress: Progress = unwatched,
 ) -> int:
     """Rebuild one projection from the log and swap it in; returns its new position."""
     scratch = Scratch(app, store, projection, batch, progress)
@@ -217,7 +217,7 @@ def verify(
     store: ViewStore,
     projection: Projection,
     batch: int = BATCH,
-    progress: Progress = _unwatched,
+    progress: Progress = unwatched,
 ) -> Difference | None:
     """Rebuild into scratch tables up to the live position and compare; the first difference."""
     scratch = Scratch(app, store, projection, batch, progress)

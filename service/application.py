@@ -21,7 +21,7 @@ from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import LEASE, new_id
 from titen.domain.lease import Holding, Lease, Term
 from titen.storage.group_commit import GroupCommit
-from titen.storage.inline import DOMAIN_EVENTS
+from titen.storage.inline import DOMAIN_EVENTS, ReadModelWriteFailed
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 32
@@ -61,6 +61,8 @@ class Titen(Application[UUID]):
         self.commits = GroupCommit(self.save)  # how every command saves
         self.on_commit: list[Callable[[int], None]] = []
         """Told the last log position of each save once it has committed (wakes subscribers)."""
+        self.on_read_model_failure: list[Callable[[ReadModelWriteFailed], None]] = []
+        """Told of a save that failed because a read model could not apply its events."""
 
     def register_transcodings(self, transcoder: Transcoder) -> None:
         super().register_transcodings(transcoder)
@@ -70,7 +72,12 @@ class Titen(Application[UUID]):
         """Record the events, handing them to the recorder as the command made them, so the
         read models are written in the same transaction without decoding them again."""
         processing_event.saved_kwargs[DOMAIN_EVENTS] = processing_event.events
-        return super()._record(processing_event)
+        try:
+            return super()._record(processing_event)
+        except ReadModelWriteFailed as failed:
+            for listener in self.on_read_model_failure:
+                listener(failed)  # the transaction has rolled back: this can be recorded
+            raise
 
     def _notify(self, recordings: list[Recording[UUID]]) -> None:
         if recordings:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from titen.domain.clock import Clock, SystemClock
 from titen.projections.event_log import EventLog
+from titen.projections.failures import Failures
 from titen.projections.inbox import Inbox
 from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
@@ -52,12 +53,15 @@ class Services:
         self.app.close()
 
 
-def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Services:
+def bootstrap(
+    url: str, clock: Clock | None = None, pool_size: int = 10, catch_up: bool = True
+) -> Services:
     """Open the store at `url`, creating its schema on first use.
 
     From here on every command writes the read models in its own transaction; what the log
     holds beyond them (a store an earlier release wrote, a projection new in this release) is
-    applied once, now, before anything is served.
+    applied once, now, before anything is served. Only the commands that repair read models
+    skip that (`catch_up=False`): a read model that fails on an old event would stop them too.
     """
     register_legacy_topics()
     database = parse(url)
@@ -69,14 +73,18 @@ def bootstrap(url: str, clock: Clock | None = None, pool_size: int = 10) -> Serv
         inbox = Inbox(store)
         event_log = EventLog(store)
         lease_directory = LeaseDirectory(store)
-        projector = Projector(app, store, [lease_index, inbox, event_log, lease_directory])
+        projections = [lease_index, inbox, event_log, lease_directory]
+        failures = Failures(store, clock, [p.name for p in projections])
+        projector = Projector(app, store, projections, failures)
         keys = Keys(store, clock)
         answers = StoredAnswers(store, clock)
         delivery = Delivery(store, event_log)
         webhooks = Webhooks(store, delivery, keys, app, clock, answers)
     app.recorder.inline = projector.write
     app.recorder.keep = answers.write
-    projector.catch_up()
+    app.on_read_model_failure.append(projector.write_failed)
+    if catch_up:
+        projector.catch_up()
     recent_events = RecentEvents(event_log)
     app.on_commit.append(recent_events.committed)
     revocations = Revocations(keys)

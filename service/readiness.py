@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from titen.projections.failures import Failure
 from titen.projections.projector import Projector
 from titen.projections.store import ViewStore
 from titen.service.application import Titen
@@ -32,14 +33,22 @@ class Report:
     """"ok", or why the database did not answer."""
     log_position: int | None = None
     projections: dict[str, ProjectionState] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    """Read models that failed on an event and were not repaired since."""
 
     @property
     def ready(self) -> bool:
-        return self.database == "ok"
+        return self.database == "ok" and not self.failures
 
     def problems(self) -> list[str]:
         """What is wrong, in words, for the operator reading /readyz."""
-        return [] if self.database == "ok" else [f"database: {self.database}"]
+        if self.database != "ok":
+            return [f"database: {self.database}"]
+        return [
+            f"{f.projection}: failed on log position {f.position} ({f.event_type}): {f.error};"
+            f" repair with `titen projections rebuild {f.projection}`"
+            for f in self.failures
+        ]
 
 
 class Readiness:
@@ -54,6 +63,7 @@ class Readiness:
             rows = self.store.query(
                 f"SELECT application_name, notification_id FROM {self.store.tracking_table}"
             )
+            failures = self.projector.failures.current()
         except Exception as exc:
             log.warning("readiness: the database did not answer: %s", exc)
             return Report(database=f"unreachable ({type(exc).__name__})")
@@ -62,4 +72,4 @@ class Readiness:
         for name in self.projector.projections:
             position = tracked.get(name, 0)
             states[name] = ProjectionState(position, max(0, log_position - position))
-        return Report("ok", log_position, states)
+        return Report("ok", log_position, states, failures)

@@ -28,12 +28,15 @@ def main(argv: list[str] | None = None) -> int:
 def _refusal(exc: Exception) -> bool:
     """Whether a command was refused for a reason its message states (exit 2, no traceback).
 
-    The key store is imported only here, once something failed, so that commands which never
-    open a store load no database driver.
+    A read model that fails on an event while the store is opened is such a refusal too: the
+    failure was logged with its traceback, and the message says how to repair it.
+    The key store and the projections are imported only here, once something failed, so that
+    commands which never open a store load no database driver.
     """
+    from titen.projections.failures import ProjectionFailed
     from titen.service.keys import KeyRefused
 
-    return isinstance(exc, BadDatabaseURL | KeyRefused)
+    return isinstance(exc, BadDatabaseURL | KeyRefused | ProjectionFailed)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -47,11 +47,13 @@ def api_command(group: Any, name: str, help_text: str, run: Run) -> argparse.Arg
 
 
 @contextmanager
-def open_services(args: argparse.Namespace, pool_size: int = 2) -> Iterator[Services]:
-    """The services for one command, closed however it ends."""
+def open_services(
+    args: argparse.Namespace, pool_size: int = 2, catch_up: bool = True
+) -> Iterator[Services]:
+    """The services for one command, closed however it ends (`catch_up`: see `bootstrap`)."""
     from titen.service.bootstrap import bootstrap
 
-    opened = bootstrap(args.database, pool_size=pool_size)
+    opened = bootstrap(args.database, pool_size=pool_size, catch_up=catch_up)
     try:
         yield opened
     finally:

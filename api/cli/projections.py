@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from titen.api.cli.options import database_command, open_services
+from titen.api.cli.progress import progress
 
 if TYPE_CHECKING:
     from titen.service.bootstrap import Services
@@ -33,19 +34,23 @@ def add_commands(commands: Any) -> None:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    with open_services(args) as services:
+    with open_services(args, catch_up=False) as services:
         names = _names(services, args.name)
         for name in names:
-            position = services.projector.rebuild(name)
+            log_end = services.app.recorder.max_notification_id() or 0
+            with progress(f"rebuild {name}", log_end, "events") as report:
+                position = services.projector.rebuild(name, report)
             print(f"rebuilt {name} up to log position {position}")
     return 0 if names else 2
 
 
 def _verify_projections(args: argparse.Namespace) -> int:
-    with open_services(args) as services:
+    with open_services(args, catch_up=False) as services:
         names = _names(services, args.name)
         for name in names:
-            difference = services.projector.verify(name)
+            live = services.store.max_tracking_id(name) or 0
+            with progress(f"verify {name}", live, "events") as report:
+                difference = services.projector.verify(name, report)
             if difference is not None:
                 print(f"titen: {difference}", file=sys.stderr)
                 return 1

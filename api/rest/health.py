@@ -76,6 +76,15 @@ class Ready:
                 "database": report.database,
                 "log_position": report.log_position,
                 "projections": {name: asdict(state) for name, state in report.projections.items()},
+                "failures": {
+                    failure.projection: {
+                        "position": failure.position,
+                        "event_type": failure.event_type,
+                        "error": failure.error,
+                        "failed_at": failure.failed_at,
+                    }
+                    for failure in report.failures
+                },
                 "problems": report.problems(),
             }
         }

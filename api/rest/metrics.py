@@ -100,6 +100,15 @@ class StoreCollector:
         for name, state in report.projections.items():
             lag.add_metric([name], state.lag)
         yield lag
+        failed = GaugeMetricFamily(
+            "titen_projection_failed",
+            "1 while a read model has a recorded failure on an event (see /readyz), else 0.",
+            labels=["projection"],
+        )
+        broken = {failure.projection for failure in report.failures}
+        for name in report.projections:
+            failed.add_metric([name], 1 if name in broken else 0)
+        yield failed
 
 
 class _ThisProcess:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -127,6 +128,7 @@ def test_verify_names_the_first_line_not_as_exported(database, recorded, tmp_pat
 
 
 def test_export_since_keeps_only_later_events(database, services, recorded, tmp_path):
+    time.sleep(0.002)  # instants compare to the millisecond: `middle` must fall after the last
     middle = datetime.now(UTC)
     services.app.acquire_lease(
         organization="acme",

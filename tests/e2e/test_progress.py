@@ -90,3 +90,13 @@ def test_nothing_is_drawn_in_a_pipe(database, recorded, tmp_path):
     path.write_text(export)
     status, verified, said = run("audit", "verify", str(path), terminal=False)
     assert status == 0 and verified.startswith(f"ok: {EVENTS} events") and said == ""
+
+
+def test_projections_rebuild_and_verify_show_progress_on_a_terminal_only(database, recorded):
+    for action in ("rebuild", "verify"):
+        args = ("projections", action, "lease_index", "--database", database)
+        status, said, shown = run(*args, terminal=True)
+        assert status == 0 and "lease_index" in said
+        assert f"{action} lease_index" in shown and "events/s" in shown and "100%" in shown
+        status, said, quiet = run(*args, terminal=False)
+        assert status == 0 and "lease_index" in said and quiet == ""
