@@ -43,8 +43,9 @@ class Ready:
     contract = operations(
         get=Operation(
             "getReadiness",
-            "Readiness: the database and each read model's position and lag; the same body "
-            "with 503 when the database does not answer.",
+            "Readiness: the database, each read model's position and lag, and the read models "
+            "that failed on an event; the same body with 503 when the database does not answer "
+            "or a read model has a recorded failure.",
             answer=answers(
                 obj(
                     {
@@ -54,6 +55,17 @@ class Ready:
                         "projections": {
                             "type": "object",
                             "additionalProperties": obj({"position": INTEGER, "lag": INTEGER}),
+                        },
+                        "failures": {
+                            "type": "object",
+                            "additionalProperties": obj(
+                                {
+                                    "position": INTEGER,
+                                    "event_type": STRING,
+                                    "error": STRING,
+                                    "failed_at": STRING,
+                                }
+                            ),
                         },
                         "problems": array(STRING),
                     }
