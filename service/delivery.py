@@ -133,6 +133,19 @@ class Delivery:
             for statement in SCHEMA:
                 writer.execute(statement)
 
+    def backlog(self, kind: str) -> dict[str, int]:
+        """Published events after each consumer of `kind`'s position, by consumer: what it has
+        still to hand over, or skip (its filter is not applied here, so this is an upper bound).
+        """
+        rows = self.store.query(
+            "SELECT c.name, COUNT(e.position) AS waiting FROM {consumers} c"
+            " LEFT JOIN {event_log} e ON e.position > c.position"
+            " AND (c.organization IS NULL OR e.organization = c.organization)"
+            " WHERE c.kind = %s GROUP BY c.name",
+            [kind],
+        )
+        return {row["name"]: int(row["waiting"]) for row in rows}
+
     def add(
         self, writer: Writer, name: str, kind: str, organization: str | None, position: int
     ) -> None:

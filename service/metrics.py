@@ -30,3 +30,12 @@ HANDOFFS_RESOLVED = Counter(
 )
 for _status in (ACCEPTED, REJECTED):
     HANDOFFS_RESOLVED.labels(_status)  # both series exist from the start, at 0
+
+WEBHOOK_OUTCOMES = ("delivered", "rejected", "timeout", "unreachable", "refused")
+"""delivered: a 2xx answer; rejected: another status; timeout: no answer in time; unreachable:
+no connection or a broken one; refused: the target check refused the address."""
+WEBHOOK_DELIVERIES = Counter(
+    "titen_webhook_deliveries", "Webhook delivery attempts, by outcome.", ["outcome"]
+)
+for _outcome in WEBHOOK_OUTCOMES:
+    WEBHOOK_DELIVERIES.labels(_outcome)

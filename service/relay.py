@@ -54,6 +54,11 @@ def consumer_name(name: str) -> str:
     return f"relay:{name}"
 
 
+def relay_name(consumer: str) -> str:
+    """The relay's own name (`--name`) from its consumer's."""
+    return consumer.removeprefix("relay:")
+
+
 def subject_token(text: str) -> str:
     """One subject token: [A-Za-z0-9_-] kept, every other character as `%XX` per UTF-8 byte, so
     no organization name can add a level (`.`) or a wildcard (`*`, `>`)."""

@@ -28,6 +28,7 @@ from titen.domain.webhooks import (
     Target,
 )
 from titen.projections.event_log import Published
+from titen.service import metrics
 from titen.service.delivery import Attempt, Consumer, Outcome
 from titen.service.targets import TargetRefused, Targets
 from titen.service.webhooks import KIND, Webhook, Webhooks
@@ -95,19 +96,21 @@ class _Subscription:
         }
         attempted_at = iso(self.sender.clock.now())
         started = time.monotonic()
-        status, excerpt, error = None, None, None
+        status, excerpt, error, outcome = None, None, None, "delivered"
         try:
             addresses = self.sender.targets.addresses(self.webhook.target)
             status, excerpt = _post(self.webhook.target, addresses, body, headers, self.sender)
         except TargetRefused as refused:
-            error = str(refused)
+            error, outcome = str(refused), "refused"
         except (OSError, http.client.HTTPException) as failed:
             error = _describe(failed)
+            outcome = "timeout" if isinstance(failed, TimeoutError) else "unreachable"
         elapsed = time.monotonic() - started
         if error is None and elapsed > self.sender.timeout:
-            error = f"no answer within {self.sender.timeout:g} s"
+            error, outcome = f"no answer within {self.sender.timeout:g} s", "timeout"
         elif error is None and not 200 <= status < 300:
-            error = f"HTTP {status}"
+            error, outcome = f"HTTP {status}", "rejected"
+        metrics.WEBHOOK_DELIVERIES.labels(outcome).inc()
         record = Attempt(
             event_id=message_id,
             attempt=attempt,

@@ -315,6 +315,6 @@ def scrape(port: int) -> dict[tuple[str, frozenset], float]:
     }
 
 
-def sample(metrics: dict, name: str, **labels: str) -> float:
+def sample(metrics: dict, metric: str, /, **labels: str) -> float:
     """One sample's value, 0 when the series is not there yet."""
-    return metrics.get((name, frozenset(labels.items())), 0.0)
+    return metrics.get((metric, frozenset(labels.items())), 0.0)

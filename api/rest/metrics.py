@@ -21,7 +21,11 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from titen.api.rest.logs import route
+from titen.service.delivery import Delivery
 from titen.service.readiness import Readiness
+from titen.service.relay import KIND as RELAY
+from titen.service.relay import relay_name
+from titen.service.webhooks import KIND as WEBHOOK
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -73,10 +77,12 @@ class RequestMetrics:
 
 
 class StoreCollector:
-    """Scrape-time gauges from the database: the log's position and each read model's lag."""
+    """Scrape-time gauges from the database: the log's position, each read model's lag and
+    failure, and what webhooks have still to deliver."""
 
-    def __init__(self, readiness: Readiness):
+    def __init__(self, readiness: Readiness, delivery: Delivery):
         self.readiness = readiness
+        self.delivery = delivery
 
     def collect(self) -> Iterator[Metric]:
         report = self.readiness.check()
@@ -109,6 +115,21 @@ class StoreCollector:
         for name in report.projections:
             failed.add_metric([name], 1 if name in broken else 0)
         yield failed
+        backlog = GaugeMetricFamily(
+            "titen_webhook_backlog_events",
+            "Published events after the positions of all webhook subscriptions, summed (events "
+            "their filters will skip included).",
+        )
+        backlog.add_metric([], sum(self.delivery.backlog(WEBHOOK).values()))
+        yield backlog
+        relay_lag = GaugeMetricFamily(
+            "titen_relay_lag_events",
+            "Published events not yet relayed, by relay name (`titen relay nats --name`).",
+            labels=["name"],
+        )
+        for consumer, waiting in self.delivery.backlog(RELAY).items():
+            relay_lag.add_metric([relay_name(consumer)], waiting)
+        yield relay_lag
 
 
 class _ThisProcess:
@@ -118,11 +139,13 @@ class _ThisProcess:
         return REGISTRY.collect()
 
 
-def serve_metrics(readiness: Readiness, host: str, port: int) -> Callable[[], None]:
+def serve_metrics(
+    readiness: Readiness, delivery: Delivery, host: str, port: int
+) -> Callable[[], None]:
     """Serve /metrics on host:port in a thread of its own; returns how to stop it."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_ThisProcess())
-    registry.register(StoreCollector(readiness))
+    registry.register(StoreCollector(readiness, delivery))
     server, thread = start_http_server(port, host, registry)
 
     def stop() -> None:

@@ -32,7 +32,7 @@ def serve(services: Services, settings: ServerSettings) -> None:
     stop_metrics = None
     if settings.metrics_port is not None:
         stop_metrics = serve_metrics(
-            services.readiness, settings.metrics_host, settings.metrics_port
+            services.readiness, services.delivery, settings.metrics_host, settings.metrics_port
         )
         log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     doorbell = Doorbell()

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from tests.receiver import Receiver
 from tests.support import (
     TITEN,
     EventStreamReader,
@@ -126,3 +127,58 @@ def test_a_port_that_is_no_port_is_refused_before_serving(database):
     )
     assert done.returncode == 2
     assert "not a port number" in done.stderr
+
+
+def test_webhook_deliveries_are_counted_by_outcome_and_the_backlog_drains(database):
+
+    answers = iter([503, 503])
+    receiver = Receiver(answer=lambda request: next(answers, 200))
+    port = free_port()
+    fast = ("--allow-private-webhooks", "--webhook-retry-seconds", "0.2,0.2,0.2")
+    server = Server(database, 4, "--metrics-port", str(port), *fast)
+    try:
+        alice = create_key(database, "acme", "agent_alice")
+        api = Http(server.url, alice)
+        before = scrape(port)
+        body = {"url": receiver.url, "types": ["lease.acquired"]}
+        assert api.request("POST", "/v1/webhooks", body)[0] == 201
+        for n in range(3):
+            assert api.request("POST", "/v1/leases", {**LEASE, "resource_id": f"w{n}"})[0] == 201
+        receiver.wait_for(5)  # two refusals, then the three events
+
+        def moved(outcome: str) -> float:
+            after = scrape(port)
+            name = "titen_webhook_deliveries_total"
+            return sample(after, name, outcome=outcome) - sample(before, name, outcome=outcome)
+
+        eventually(lambda: moved("delivered") == 3, "three deliveries counted")
+        assert moved("rejected") == 2
+        assert moved("timeout") == moved("unreachable") == moved("refused") == 0
+        eventually(
+            lambda: sample(scrape(port), "titen_webhook_backlog_events") == 0, "backlog drained"
+        )
+    finally:
+        server.stop()
+        receiver.close()
+
+
+def test_the_webhook_backlog_counts_what_a_failing_subscription_holds_back(database):
+    port = free_port()
+    slow = ("--allow-private-webhooks", "--webhook-retry-seconds", "60")
+    server = Server(database, 4, "--metrics-port", str(port), *slow)
+    try:
+        alice = create_key(database, "acme", "agent_alice")
+        api = Http(server.url, alice)
+        nobody = {"url": f"http://127.0.0.1:{free_port()}/hook", "types": ["lease.acquired"]}
+        assert api.request("POST", "/v1/webhooks", nobody)[0] == 201
+        for n in range(2):
+            assert api.request("POST", "/v1/leases", {**LEASE, "resource_id": f"b{n}"})[0] == 201
+        eventually(
+            lambda: (
+                sample(scrape(port), "titen_webhook_deliveries_total", outcome="unreachable") >= 1
+            ),
+            "a delivery to a closed port",
+        )
+        assert sample(scrape(port), "titen_webhook_backlog_events") == 2
+    finally:
+        server.stop()

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 import nats
 import pytest
 
-from tests.support import TITEN, eventually, free_port
+from tests.support import TITEN, Server, eventually, free_port, sample, scrape
 from titen.service.bootstrap import Services, bootstrap
 from titen.service.relay import KILL_AFTER_ACKS, consumer_name
 
@@ -199,3 +199,24 @@ def test_the_relay_rides_out_a_nats_restart(database, services, stream):
         server.terminate()
         server.wait(timeout=10)
         shutil.rmtree(store, ignore_errors=True)
+
+
+def test_metrics_show_each_relay_lag_until_it_catches_up(database, services, stream):
+    port = free_port()
+    server = Server(database, 2, "--metrics-port", str(port))
+    try:
+        for n in range(3):
+            acquire(services, "acme", f"lag-{n}")
+        services.delivery.ensure(consumer_name("idle"), "relay", None, 0)  # never ran
+        assert sample(scrape(port), "titen_relay_lag_events", name="idle") == 3
+        with relay(database, stream, "--name", "busy"):
+            eventually(
+                lambda: (
+                    ("titen_relay_lag_events", frozenset({("name", "busy")})) in scrape(port)
+                    and sample(scrape(port), "titen_relay_lag_events", name="busy") == 0
+                ),
+                "the relay caught up",
+            )
+        assert sample(scrape(port), "titen_relay_lag_events", name="idle") == 3
+    finally:
+        server.stop()
