@@ -61,12 +61,14 @@ class Failures:
         self.clock = clock
         for name in projections:
             FAILURES.labels(name)  # every projection's series exists from the start, at 0
-        with store.writing() as writer:
-            writer.execute(
-                "CREATE TABLE IF NOT EXISTS {projection_failures} ("
-                " projection TEXT PRIMARY KEY, position BIGINT NOT NULL,"
-                " event_type TEXT NOT NULL, error TEXT NOT NULL, failed_at TEXT NOT NULL)"
-            )
+
+    def schema(self) -> list[str]:
+        """Its table, created by the projector with the read models' (one transaction)."""
+        return [
+            "CREATE TABLE IF NOT EXISTS {projection_failures} ("
+            " projection TEXT PRIMARY KEY, position BIGINT NOT NULL,"
+            " event_type TEXT NOT NULL, error TEXT NOT NULL, failed_at TEXT NOT NULL)"
+        ]
 
     def record(self, failed: ProjectionFailed) -> None:
         """Log, count and keep a failure (the latest per read model), outside any transaction."""
@@ -99,7 +101,16 @@ class Failures:
         return [Failure(**row) for row in rows]
 
     def clear(self, projection: str) -> None:
-        """The read model was repaired (rebuilt, or found equal to the log)."""
+        """The read model was repaired (rebuilt, or found equal to the log).
+
+        Read first: a repair with nothing to clear takes no write lock (SQLite has one for the
+        whole database, which a busy server holds most of the time).
+        """
+        found = self.store.query(
+            "SELECT projection FROM {projection_failures} WHERE projection = %s", [projection]
+        )
+        if not found:
+            return
         with self.store.writing() as writer:
             writer.execute("DELETE FROM {projection_failures} WHERE projection = %s", [projection])
 

@@ -64,6 +64,8 @@ class Projector:
             for projection in self.projections.values():
                 for statement in projection.schema():
                     writer.execute(statement)
+            for statement in self.failures.schema():
+                writer.execute(statement)
             writer.claim_all(self._names)
 
     def write(self, cursor: Any, recorded: Recorded) -> None:
