@@ -23,6 +23,30 @@ def add_commands(commands: Any) -> None:
         help="open event streams and waiting long-polls served at once (each has its own thread)",
     )
     serve.add_argument(
+        "--max-subscribers-per-org",
+        type=int,
+        default=DEFAULTS.max_subscribers_per_org,
+        help="of those, how many one organization may hold",
+    )
+    serve.add_argument(
+        "--max-subscribers-per-principal",
+        type=int,
+        default=DEFAULTS.max_subscribers_per_principal,
+        help="of those, how many one principal may hold",
+    )
+    serve.add_argument(
+        "--request-head-timeout",
+        type=float,
+        default=DEFAULTS.request_head_timeout,
+        help="seconds a connection may take to send a complete request head before it is closed",
+    )
+    serve.add_argument(
+        "--connection-limit",
+        type=int,
+        default=DEFAULTS.connection_limit,
+        help="open connections accepted at once (idle ones hold no thread)",
+    )
+    serve.add_argument(
         "--heartbeat-seconds",
         type=float,
         default=DEFAULTS.heartbeat_seconds,
@@ -82,6 +106,10 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         port=args.port,
         threads=args.threads,
         max_subscribers=args.max_subscribers,
+        max_subscribers_per_org=args.max_subscribers_per_org,
+        max_subscribers_per_principal=args.max_subscribers_per_principal,
+        request_head_timeout=args.request_head_timeout,
+        connection_limit=args.connection_limit,
         heartbeat_seconds=args.heartbeat_seconds,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,

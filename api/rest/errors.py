@@ -23,7 +23,10 @@ CODES = {
     409: "CONFLICT",
     413: "PAYLOAD_TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
+    429: "TOO_MANY_REQUESTS",
+    431: "HEADERS_TOO_LARGE",
     500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
     503: "UNAVAILABLE",
 }
 DEFAULT_MESSAGES = {
@@ -51,11 +54,14 @@ def error(status: int, message: str | None = None, code: str | None = None) -> f
     return Refusal(status, message, code)
 
 
+def code_for(status: int) -> str:
+    """The envelope's code for an HTTP status, for the app's errors and the server's alike."""
+    return CODES.get(status, "INTERNAL" if status >= 500 else "VALIDATION_ERROR")
+
+
 def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError) -> None:
     status = exc.status_code
-    code = getattr(exc, "envelope_code", None) or CODES.get(
-        status, "INTERNAL" if status >= 500 else "VALIDATION_ERROR"
-    )
+    code = getattr(exc, "envelope_code", None) or code_for(status)
     message = exc.description or DEFAULT_MESSAGES.get(status) or exc.title
     resp.content_type = falcon.MEDIA_JSON
     resp.text = json.dumps({"error": {"code": code, "message": message}})

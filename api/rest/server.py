@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import logging
 
-import waitress
-
 from titen.api.rest.app import create_app
+from titen.api.rest.connections import Server, allow_open_files
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
 from titen.domain.webhooks import RetrySchedule
@@ -47,17 +46,14 @@ def serve(services: Services, settings: ServerSettings) -> None:
         services.database.redacted(),
     )
     threads = settings.threads + settings.max_subscribers
+    files = allow_open_files(settings.connection_limit + threads + 100)
+    if files < settings.connection_limit + threads:
+        log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
+    server = Server(create_app(services, settings), settings, threads)
     try:
-        waitress.serve(
-            create_app(services, settings),
-            host=settings.host,
-            port=settings.port,
-            threads=threads,
-            ident="titen",
-            connection_limit=threads + 100,
-            channel_timeout=120,
-        )
+        server.run()
     finally:
+        server.close()
         services.revocations.stop()
         if stop_metrics is not None:
             stop_metrics()

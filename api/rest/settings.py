@@ -19,6 +19,10 @@ class ServerSettings:
     """Request worker threads."""
     max_subscribers: int = 64
     """Open event streams and waiting long-polls served at once (each holds a thread)."""
+    max_subscribers_per_org: int = 16
+    """Of those, how many one organization may hold, so it cannot take every slot."""
+    max_subscribers_per_principal: int = 8
+    """Of those, how many one principal may hold."""
     heartbeat_seconds: float = 15.0
     """Comment line sent on a quiet event stream, to keep proxies from closing it."""
     metrics_port: int | None = None
@@ -32,6 +36,10 @@ class ServerSettings:
     """Threads delivering webhooks in this process (each delivers one subscription at a time)."""
     allow_private_webhooks: bool = False
     """Let webhooks target loopback, private, link-local and multicast addresses."""
+    request_head_timeout: float = 10.0
+    """Seconds a connection may take to send a complete request head before it is closed."""
+    connection_limit: int = 10_000
+    """Open connections accepted at once; idle ones cost a socket each, not a thread."""
 
 
 DEFAULTS = ServerSettings()

@@ -1,0 +1,214 @@
+"""Waitress with the limits an open port needs: its own knobs set high, and what it lacks added.
+
+Anyone who can reach the port can open connections without a key, so connections must be cheap
+and bounded in time, not scarce: waitress's connection limit is raised far above the worker
+threads, its loop polls (select stops at 1,024 descriptors) and the process may open that many
+files. What waitress does not offer is added in small subclasses:
+
+- `Channel` closes a connection that has not sent a complete request head within
+  `request_head_timeout` seconds of opening it (or of sending the first byte of a later
+  request on it), so trickling one header line at a time holds nothing for long;
+- `BoundedRequest` refuses a body over `MAX_BODY_BYTES` (declared, or chunked as it arrives)
+  having read no more than that, where waitress would spool up to 1 GiB to a file first;
+- `EnvelopeError` answers waitress's own refusals (400, 413, 431, 500) in the JSON envelope,
+  then lets the client finish sending before closing (a close with unread input resets the
+  connection, and the client may lose the answer it was about to read).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import socket
+import time
+from typing import Any
+
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.utilities import RequestEntityTooLarge
+
+from titen.api.rest.body import MAX_BODY_BYTES
+from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
+from titen.api.rest.settings import ServerSettings
+
+log = logging.getLogger("titen.server")
+
+MAX_HEAD_BYTES = 64 * 1024
+BACKLOG = 2048
+LINGER_SECONDS = 2.0
+"""How long a refused connection stays open after the answer, so the client can read it."""
+LINGER_BYTES = MAX_BODY_BYTES
+"""How much a refused client may still send, read and discarded, before reading stops."""
+IDLE_SECONDS = 120
+"""How long a connection may stay open between requests with nothing sent."""
+# Chunk framing is not body: waitress counts it against its own limit, which is therefore a
+# backstop above ours (ours counts decoded bytes), not the limit itself.
+FRAMING_ALLOWANCE = MAX_BODY_BYTES
+
+
+class BoundedRequest(HTTPRequestParser):
+    """A request parser that refuses an over-limit body as soon as it is known to be one.
+
+    A declared Content-Length over the limit is refused with the head; a chunked body once its
+    decoded bytes pass the limit. Waitress's own check refuses a body *equal* to its setting, so
+    the exact limit is checked here and waitress's is set above it.
+    """
+
+    def received(self, data: bytes) -> int:
+        consumed = super().received(data)
+        if not self.completed and self.body_rcv is not None and self._over_limit():
+            self.error = RequestEntityTooLarge(f"exceeds {MAX_BODY_BYTES} bytes")
+            self.completed = True
+        return consumed
+
+    def _over_limit(self) -> bool:
+        if self.chunked:
+            return len(self.body_rcv) > MAX_BODY_BYTES
+        return self.content_length > MAX_BODY_BYTES
+
+
+class EnvelopeError(ErrorTask):
+    """Waitress's refusal of a request it could not parse, as `{"error": {code, message}}`."""
+
+    def execute(self) -> None:
+        refusal = self.request.error
+        status = refusal.code
+        body = json.dumps(
+            {"error": {"code": code_for(status), "message": _message(status, refusal.body)}}
+        ).encode()
+        self.status = f"{status} {refusal.reason}"
+        self.response_headers.append(("Content-Type", "application/json"))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+        self.channel.linger_after_close = True
+
+
+def _message(status: int, detail: str) -> str:
+    if status == 413:
+        return DEFAULT_MESSAGES[413]
+    if status == 431:
+        return f"The request head is larger than {MAX_HEAD_BYTES // 1024} KiB."
+    if status == 400:
+        return f"Malformed HTTP request: {detail}."
+    if status == 501:
+        return "Transfer-Encoding is not supported (only chunked)."
+    return DEFAULT_MESSAGES[500]
+
+
+class Channel(HTTPChannel):
+    """One client connection, with a deadline on each request head and a lingering close."""
+
+    parser_class = BoundedRequest
+    error_task_class = EnvelopeError
+    linger_after_close = False
+    draining_until = 0.0
+    drained = 0
+
+    def __init__(self, server: Server, sock: socket.socket, addr: Any, adj: Any, map: Any = None):
+        super().__init__(server, sock, addr, adj, map)
+        self.head_started: float | None = self.creation_time
+        """When the head now being awaited began: at accept, else at its first byte."""
+
+    def received(self, data: bytes) -> bool:
+        accepted = super().received(data)
+        if self.request is None or self.request.headers_finished:
+            self.head_started = None  # between requests: waitress's idle timeout applies
+        elif self.head_started is None:
+            self.head_started = time.time()
+        return accepted
+
+    def head_overdue(self, now: float, timeout: float) -> bool:
+        """Whether this connection has spent longer than `timeout` sending one request head."""
+        return (
+            self.head_started is not None
+            and not self.requests
+            and now - self.head_started > timeout
+        )
+
+    def readable(self) -> bool:
+        if self.draining_until:
+            return self.drained < LINGER_BYTES
+        return super().readable()
+
+    def writable(self) -> bool:
+        return not self.draining_until and super().writable()
+
+    def handle_read(self) -> None:
+        if not self.draining_until:
+            super().handle_read()
+            return
+        try:
+            self.drained += len(self.recv(self.adj.recv_bytes))  # an end of input closes
+        except OSError:
+            self._close_now()
+
+    def handle_close(self) -> None:
+        """Close; after a refusal, first stop writing and read what the client still sends.
+
+        Closing with unread input makes the kernel reset the connection, and a client still
+        sending may then lose the answer before reading it. So the connection stays open for
+        LINGER_SECONDS after the answer, taking (and discarding) up to LINGER_BYTES more.
+        """
+        if self.draining_until or not self.linger_after_close:
+            self._close_now()
+            return
+        try:
+            self.socket.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._close_now()
+            return
+        self.draining_until = time.time() + LINGER_SECONDS
+
+    def _close_now(self) -> None:
+        self.draining_until = 0.0
+        self.linger_after_close = False
+        super().handle_close()
+
+
+class Server(TcpWSGIServer):
+    """Waitress's TCP server with `Channel` connections and their deadlines enforced."""
+
+    channel_class = Channel
+
+    def __init__(self, application: Any, settings: ServerSettings, threads: int):
+        adjustments = Adjustments(
+            host=settings.host,
+            port=settings.port,
+            threads=threads,
+            ident="titen",
+            connection_limit=settings.connection_limit,
+            backlog=BACKLOG,
+            asyncore_use_poll=True,
+            cleanup_interval=1,
+            channel_timeout=IDLE_SECONDS,
+            max_request_header_size=MAX_HEAD_BYTES,
+            max_request_body_size=MAX_BODY_BYTES + 1 + FRAMING_ALLOWANCE,
+        )
+        dispatcher = ThreadedTaskDispatcher()
+        dispatcher.set_thread_count(threads)
+        self.request_head_timeout = settings.request_head_timeout
+        super().__init__(application, map={}, dispatcher=dispatcher, adj=adjustments)
+
+    def maintenance(self, now: float) -> None:
+        """Waitress's idle check, then the head deadline and the end of each lingering close."""
+        super().maintenance(now)
+        for channel in list(self.active_channels.values()):
+            if channel.draining_until and now > channel.draining_until:
+                channel._close_now()
+            elif channel.head_overdue(now, self.request_head_timeout):
+                channel.will_close = True
+
+
+def allow_open_files(wanted: int) -> int:
+    """Raise this process's open-file limit towards `wanted` (up to the hard limit); the limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return soft
