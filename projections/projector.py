@@ -59,14 +59,20 @@ class Projector:
         self.create_tables()
 
     def create_tables(self) -> None:
-        """Create every projection's tables and its tracking record (at 0 when new)."""
+        """Create every projection's tables and its tracking record (at 0 when new).
+
+        The tracking records are claimed first, as a command's inline write does (it moves them
+        before it writes any read-model row): `CREATE INDEX IF NOT EXISTS` locks its table
+        against writers even when the index exists, and taken before the claim it deadlocked
+        with a command holding the records and waiting to write that table.
+        """
         with self.store.writing() as writer:
+            writer.claim_all(self._names)
             for projection in self.projections.values():
                 for statement in projection.schema():
                     writer.execute(statement)
             for statement in self.failures.schema():
                 writer.execute(statement)
-            writer.claim_all(self._names)
 
     def write(self, cursor: Any, recorded: Recorded) -> None:
         """Apply newly recorded events inside the transaction that records them."""

@@ -3,7 +3,8 @@ the read models written in each command's own transaction (storage/inline.py).""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from eventsourcing.persistence import StoredEvent
@@ -13,6 +14,7 @@ from eventsourcing.sqlite import (
     SQLiteConnectionPool,
     SQLiteCursor,
     SQLiteDatastore,
+    SQLiteTransaction,
 )
 
 from titen.storage.inline import InlineRecording
@@ -31,14 +33,42 @@ SQLITE_PRAGMAS = (
 SQLITE_POOL_SIZE = 32
 
 
+class _ImmediateTransaction(SQLiteTransaction):
+    """A write transaction that takes SQLite's write lock at BEGIN.
+
+    The library begins every transaction DEFERRED. One that reads before it writes (claiming
+    the read models' tracking rows, creating tables if missing) then has to upgrade its read
+    lock, and in WAL mode SQLite refuses that upgrade at once with "database is locked",
+    without waiting out the busy timeout, whenever another process committed since its read
+    began: a `titen projections rebuild` or a second server failed that way beside a busy
+    server. BEGIN IMMEDIATE waits its turn (the busy timeout) instead.
+    """
+
+    def __enter__(self) -> SQLiteCursor:
+        cursor = self.connection.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
+        return cursor
+
+
+class _TunedConnection(SQLiteConnection):
+    """A library connection whose write transactions begin IMMEDIATE."""
+
+    @contextmanager
+    def transaction(self, *, commit: bool) -> Iterator[SQLiteCursor]:
+        kind = _ImmediateTransaction if commit else SQLiteTransaction
+        with kind(self, commit=commit) as cursor, cursor:
+            yield cursor
+
+
 class TunedSQLitePool(SQLiteConnectionPool):
-    """The library's SQLite pool, with SQLITE_PRAGMAS run on every connection it opens."""
+    """The library's SQLite pool: SQLITE_PRAGMAS on every connection it opens, and write
+    transactions that wait for the write lock instead of failing on a busy database."""
 
     def _create_connection(self) -> SQLiteConnection:
         connection = super()._create_connection()
         for pragma in SQLITE_PRAGMAS:
             connection._sqlite_conn.execute(pragma)
-        return connection
+        return _TunedConnection(sqlite_conn=connection._sqlite_conn, max_age=self.max_age)
 
 
 class TunedSQLiteRecorder(InlineRecording, SQLiteApplicationRecorder):

@@ -126,14 +126,16 @@ def free_port() -> int:
 
 
 def titen(*args: str, database: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the real `titen` command line."""
-    return subprocess.run(
+    """Run the real `titen` command line; a failure checked for shows what the command said."""
+    run = subprocess.run(
         [TITEN, *args, "--database", database],
         capture_output=True,
         text=True,
-        check=check,
         timeout=60,
     )
+    if check and run.returncode:
+        raise AssertionError(f"titen {' '.join(args)} exited {run.returncode}:\n{run.stderr}")
+    return run
 
 
 def create_key(database: str, org: str, principal: str, role: str = "agent") -> str:

@@ -7,6 +7,11 @@ then rightly answers with the first request's stored 201, for a lease that a lat
 since released, and the `ensure_resource_availability` check, which cannot know about replays,
 reads that as a created resource gone missing. Malformed keys are left as generated, so the
 header's validation is still fuzzed; replays are tested in tests/api/test_idempotency.py.
+
+A well-formed acquire names a fresh resource_id for the same reason: the fuzzer acquires the
+same resource ("0") again, which by the contract supersedes the first lease (new lease_id, the
+old one 404 on release), and the check reads the superseded lease as a created resource gone
+missing. Supersession and conflicts are tested in tests/api/test_leases.py.
 """
 
 from __future__ import annotations
@@ -17,8 +22,12 @@ from typing import Any
 
 import schemathesis
 
+from titen.api.schemas import SINGLE_LINE
+from titen.domain.limits import NAME_LENGTH
+
 HEADER = "Idempotency-Key"
 WELL_FORMED = re.compile(r"[!-~]{1,255}")
+SAFE_TEXT = re.compile(SINGLE_LINE)
 
 
 @schemathesis.hook
@@ -26,3 +35,15 @@ def map_headers(context: Any, headers: dict[str, Any] | None) -> dict[str, Any] 
     if headers and isinstance(headers.get(HEADER), str) and WELL_FORMED.fullmatch(headers[HEADER]):
         headers[HEADER] = uuid.uuid4().hex
     return headers
+
+
+@schemathesis.hook
+def map_body(context: Any, body: Any) -> Any:
+    operation = context.operation
+    if (operation.method.upper(), operation.path) != ("POST", "/v1/leases"):
+        return body
+    resource_id = body.get("resource_id") if isinstance(body, dict) else None
+    well_formed = isinstance(resource_id, str) and 0 < len(resource_id) <= NAME_LENGTH
+    if well_formed and SAFE_TEXT.fullmatch(resource_id):
+        body["resource_id"] = uuid.uuid4().hex
+    return body

@@ -208,8 +208,8 @@ def test_a_rebuild_while_the_server_runs_is_invisible_to_its_readers(database):
             stop.set()
             for thread in threads:
                 thread.join()
-        assert seen == {40}
-        assert statuses and set(statuses) == {201}
     finally:
         server.stop()
+    assert seen == {40}
+    assert statuses and set(statuses) == {201}, server.log[-5000:]
     assert titen("projections", "verify", database=database).returncode == 0
