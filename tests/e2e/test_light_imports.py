@@ -10,12 +10,12 @@ import subprocess
 import sys
 
 SERVER_SIDE = ("falcon", "waitress", "eventsourcing", "psycopg", "sqlite3", "jsonschema")
+# Which server-side modules a statement pulls in: a fact that no machine load changes. How fast
+# the client imports follows from it, and is a timing, so it is not asserted here.
 MEASURE = """
-import json, sys, time
-started = time.perf_counter()
+import json, sys
 {statement}
-elapsed = time.perf_counter() - started
-print(json.dumps({{"seconds": elapsed, "loaded": [m for m in {heavy!r} if m in sys.modules]}}))
+print(json.dumps({{"loaded": [m for m in {heavy!r} if m in sys.modules]}}))
 """
 
 
@@ -27,10 +27,8 @@ def loads(statement: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_the_client_imports_fast_and_loads_nothing_of_the_server():
-    measured = loads("from titen.client import LeaseConflict, TitenClient")
-    assert measured["loaded"] == []
-    assert measured["seconds"] < 0.3
+def test_the_client_loads_nothing_of_the_server():
+    assert loads("from titen.client import LeaseConflict, TitenClient")["loaded"] == []
 
 
 def test_help_loads_no_database_driver_or_web_framework():
