@@ -3,10 +3,11 @@
 Open streams and waiting long-polls would each query the event log after every commit. Instead
 the follower (projections/follower.py) reads the rows committed since its last read once, for
 all organizations, and subscribers take theirs from memory, filtered by organization and type.
-A reader whose cursor is older than what memory holds reads the table instead, as a plain GET
-does. Memory holds every row after `floor`, in log order: the log commits in order (the events
-table lock on PostgreSQL, the write lock on SQLite), so a read after the last position held never
-skips a row that commits later. Nothing is read while nobody subscribes.
+A reader whose cursor is older than what memory holds reads the table instead, as every
+request's first read does (`read_committed`). Memory holds every row after `floor`, in log
+order: the log commits in order (the events table lock on PostgreSQL, the write lock on SQLite),
+so a read after the last position held never skips a row that commits later. Nothing is read
+while nobody subscribes.
 """
 
 from __future__ import annotations
@@ -91,6 +92,15 @@ class RecentEvents:
         if types:
             newer = [e for e in newer if e.event["type"] in types]
         return newer[:limit]
+
+    def read_committed(
+        self, organization: str, after: int, types: tuple[str, ...], limit: int
+    ) -> list[Published]:
+        """The organization's events after a position, from the table: everything committed
+        by now. Memory lags another process's commit until the follower's next pass, so a
+        request's first read comes from here: a client that got a 201 from one server process
+        then reads its event from any other."""
+        return self.log.read(organization, after, types, limit)
 
     def refresh(self) -> None:
         """Read the rows committed since the last read (the follower calls it on each commit)."""

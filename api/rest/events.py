@@ -154,7 +154,7 @@ class Events:
         limit = read_limit(req.params)
         wait = _wait(req)
         recent = self.recent
-        events = recent.read(organization, after, types, limit)
+        events = recent.read_committed(organization, after, types, limit)
         if not events and wait > 0:
             self.subscribers.admit()
             try:

@@ -200,3 +200,27 @@ def test_the_check_catches_a_row_that_commits_out_of_order(postgres_database):
             assert_exactly(collected, ["e1001", "e1002"])
     finally:
         services.close()
+
+
+def test_a_read_sees_a_commit_acknowledged_by_another_process_while_streams_are_open(database):
+    """Read-your-writes across processes: an acquire answered 201 by one server is in the very
+    next GET /v1/events on another, even while that one serves streams from memory."""
+    keys = make_keys(database)
+    writer, reader = Server(database), Server(database)
+    stream = EventStreamReader(reader.url, keys["reader"])
+    try:
+        assert stream.status == 200
+        acquirer, events = Http(writer.url, keys["agent_0"]), Http(reader.url, keys["reader"])
+        after = events.request("GET", "/v1/events?after=latest")[1]["data"]["next_cursor"]
+        for n in range(30):
+            lease = {"resource_type": "t", "resource_id": f"r{n}", "purpose": "p"}
+            status, acquired = acquirer.request("POST", "/v1/leases", {**lease, "ttl_seconds": 60})
+            assert status == 201
+            read = events.request("GET", f"/v1/events?after={after}")[1]["data"]
+            ids = [e["data"]["lease_id"] for e in read["events"]]
+            assert ids == [acquired["data"]["lease_id"]], f"read {n} after the 201: {ids}"
+            after = read["next_cursor"]
+    finally:
+        stream.conn.close()
+        writer.stop()
+        reader.stop()
