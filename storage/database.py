@@ -6,9 +6,12 @@ and `postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=NAME]` are understo
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 DEFAULT_URL = "sqlite:///titen.db"
@@ -23,8 +26,17 @@ AGGREGATE_CACHE_SIZE = 10_000
 POSTGRES_LOCK_TIMEOUT_SECONDS = 10
 
 
+# What `?schema=` may name: the library writes it into SQL unquoted, so a plain lowercase
+# identifier (PostgreSQL folds unquoted names to lowercase, and cuts them at 63 bytes).
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
 class BadDatabaseURL(ValueError):
     pass
+
+
+class CannotOpen(Exception):
+    """The database named could not be opened; the message names it and says why."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,10 @@ class Database:
     schema: str = ""
 
     def redacted(self) -> str:
-        """The URL with any password hidden, for logs."""
+        """The URL for logs and people: a password hidden, a SQLite path made absolute (a
+        relative one depends on the folder a command ran in)."""
+        if self.kind == "sqlite":
+            return "sqlite:///" + os.path.abspath(self.path)
         parts = urlsplit(self.url)
         if not parts.password:
             return self.url
@@ -95,18 +110,57 @@ class Database:
         changes under its own write lock.
         """
         if self.kind != "postgres":
+            self._check_sqlite()
             yield
             return
-        import psycopg
         from psycopg import sql
 
-        with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+        with self._connect_postgres() as conn:
             conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [f"titen:{self.schema}"])
             if self.schema:
                 conn.execute(
                     sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
                 )
             yield  # the lock ends with the connection
+
+    def _connect_postgres(self) -> Any:
+        """An autocommit connection, or CannotOpen naming the server's reason in one line.
+
+        Connecting once here, before the library's pool exists, fails at once with the cause
+        (no such database or role, a refused password, nothing listening), where the pool
+        would retry for its timeout and then hide it.
+        """
+        import psycopg
+
+        try:
+            return psycopg.connect(self.conninfo(), autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise CannotOpen(
+                f"cannot open the PostgreSQL database {self.redacted()}: {_cause(exc)}"
+            ) from None
+
+    def _check_sqlite(self) -> None:
+        """Refuse, naming the path, a SQLite file that could not be created or written.
+
+        A write transaction is begun and rolled back: it creates the file if it is missing
+        (the store is about to be created in it anyway) and fails on a read-only one.
+        """
+        import sqlite3
+
+        path = os.path.abspath(self.path)
+        folder = os.path.dirname(path)
+        problem = None
+        if not os.path.isdir(folder):
+            problem = f"the folder {folder} does not exist"
+        else:
+            try:
+                with closing(sqlite3.connect(path, timeout=SQLITE_LOCK_TIMEOUT_SECONDS)) as conn:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.rollback()
+            except sqlite3.Error as exc:
+                problem = f"it cannot be written ({exc})"
+        if problem:
+            raise CannotOpen(f"cannot open the SQLite database {path}: {problem}")
 
     def conninfo(self) -> str:
         from psycopg.conninfo import make_conninfo
@@ -119,6 +173,16 @@ class Database:
             dbname=self.dbname,
             connect_timeout=5,
         )
+
+
+def _cause(exc: Exception) -> str:
+    """psycopg's reason for a failed connection, in one line without its preamble."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    first = lines[0] if lines else type(exc).__name__
+    reason = first.rsplit(" failed: ", 1)[-1].removeprefix("FATAL:").strip()
+    if reason.lower() == "connection refused":
+        return "connection refused: is PostgreSQL running and accepting TCP/IP connections there?"
+    return reason
 
 
 def parse(url: str) -> Database:
@@ -137,6 +201,11 @@ def parse(url: str) -> Database:
     if not (parts.hostname and parts.username and dbname):
         raise BadDatabaseURL("postgresql URL needs USER@HOST and /DBNAME")
     schema = parse_qs(parts.query).get("schema", [""])[0]
+    if schema and not SCHEMA_NAME.fullmatch(schema):
+        raise BadDatabaseURL(
+            f"?schema={schema!r} is not a plain identifier: lowercase letters, digits and _, "
+            "not starting with a digit, at most 63"
+        )
     return Database(
         url=url,
         kind="postgres",

@@ -125,6 +125,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def besides_database(stderr: str) -> str:
+    """What a command wrote to stderr besides the line naming the database it opened."""
+    lines = stderr.splitlines(keepends=True)
+    return "".join(line for line in lines if not line.startswith("titen: database "))
+
+
 def titen(*args: str, database: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run the real `titen` command line; a failure checked for shows what the command said."""
     run = subprocess.run(

@@ -10,7 +10,7 @@ import logging
 import sys
 
 from titen.api.cli import agent, audit, keys, openapi, projections, relay, serve
-from titen.storage.database import BadDatabaseURL
+from titen.storage.database import BadDatabaseURL, CannotOpen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +36,14 @@ def _refusal(exc: Exception) -> bool:
     from titen.projections.failures import ProjectionFailed
     from titen.service.keys import KeyRefused
 
-    return isinstance(exc, BadDatabaseURL | KeyRefused | ProjectionFailed)
+    refusals = (BadDatabaseURL, CannotOpen, KeyRefused, ProjectionFailed)
+    if isinstance(exc, refusals):
+        return True
+    if "titen.api.rest.connections" in sys.modules:  # loaded only by `serve`
+        from titen.api.rest.connections import CannotListen
+
+        return isinstance(exc, CannotListen)
+    return False
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -48,12 +49,19 @@ def api_command(group: Any, name: str, help_text: str, run: Run) -> argparse.Arg
 
 @contextmanager
 def open_services(
-    args: argparse.Namespace, pool_size: int = 2, catch_up: bool = True
+    args: argparse.Namespace, pool_size: int = 2, catch_up: bool = True, announce: bool = True
 ) -> Iterator[Services]:
-    """The services for one command, closed however it ends (`catch_up`: see `bootstrap`)."""
+    """The services for one command, closed however it ends (`catch_up`: see `bootstrap`).
+
+    With `announce`, stderr says which database the command opened (the default one depends on
+    the environment and, for a relative SQLite path, on the current folder); `titen serve`
+    logs it instead.
+    """
     from titen.service.bootstrap import bootstrap
 
     opened = bootstrap(args.database, pool_size=pool_size, catch_up=catch_up)
+    if announce:
+        print(f"titen: database {opened.database.redacted()}", file=sys.stderr)
     try:
         yield opened
     finally:

@@ -136,6 +136,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     configure(settings.log_format or default_format())
-    with open_services(args, pool_size=settings.threads + settings.webhook_workers + 3) as opened:
+    pool_size = settings.threads + settings.webhook_workers + 3
+    with open_services(args, pool_size=pool_size, announce=False) as opened:
         serve(opened, settings)
     return 0

@@ -17,6 +17,7 @@ files. What waitress does not offer is added in small subclasses:
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import resource
@@ -202,6 +203,21 @@ class Server(TcpWSGIServer):
                 channel._close_now()
             elif channel.head_overdue(now, self.request_head_timeout):
                 channel.will_close = True
+
+
+class CannotListen(Exception):
+    """The server could not take its address (in use, not this machine's, not allowed)."""
+
+
+def listen(application: Any, settings: ServerSettings, threads: int) -> Server:
+    """The server, bound and listening on its address; CannotListen saying why if it cannot."""
+    try:
+        return Server(application, settings, threads)
+    except OSError as exc:
+        reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise CannotListen(
+            f"cannot listen on {settings.host}:{settings.port}: {reason or exc}"
+        ) from None
 
 
 def allow_open_files(wanted: int) -> int:

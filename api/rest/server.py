@@ -8,9 +8,10 @@ the threads that serve leases and handoffs, and past the limit a subscriber is t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from titen.api.rest.app import create_app
-from titen.api.rest.connections import Server, allow_open_files
+from titen.api.rest.connections import CannotListen, Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
 from titen.domain.webhooks import RetrySchedule
@@ -24,16 +25,48 @@ log = logging.getLogger("titen.server")
 
 
 def serve(services: Services, settings: ServerSettings) -> None:
+    """Take the ports, then start the background work, then say so and serve until stopped.
+
+    The ports are taken first, so that one in use is refused (CannotListen) before anything
+    starts and before the log says the server is serving.
+    """
+    threads = settings.threads + settings.max_subscribers
+    files = allow_open_files(settings.connection_limit + threads + 100)
+    if files < settings.connection_limit + threads:
+        log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
+    server = listen(create_app(services, settings), settings, threads)
+    try:
+        stop_metrics = _metrics(services, settings)
+        try:
+            _run(services, settings, server)
+        finally:
+            stop_metrics()
+    finally:
+        server.close()
+
+
+def _metrics(services: Services, settings: ServerSettings) -> Callable[[], None]:
+    """Serve /metrics if asked to; returns how to stop it."""
+    if settings.metrics_port is None:
+        return lambda: None
+    try:
+        stop = serve_metrics(
+            services.readiness, services.delivery, settings.metrics_host, settings.metrics_port
+        )
+    except OSError as exc:
+        raise CannotListen(
+            f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port}: "
+            f"{exc.strerror or exc}"
+        ) from None
+    log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    return stop
+
+
+def _run(services: Services, settings: ServerSettings, server: Server) -> None:
     follower = Follower(services.app.recorder, services.recent_events)
     services.app.on_commit.append(follower.nudge)
     follower.start()
     services.revocations.start()
-    stop_metrics = None
-    if settings.metrics_port is not None:
-        stop_metrics = serve_metrics(
-            services.readiness, services.delivery, settings.metrics_host, settings.metrics_port
-        )
-        log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
     doorbell = Doorbell()
     services.app.on_commit.append(doorbell.ring)
     follower.on_notify.append(doorbell.ring)
@@ -45,18 +78,10 @@ def serve(services: Services, settings: ServerSettings) -> None:
         settings.port,
         services.database.redacted(),
     )
-    threads = settings.threads + settings.max_subscribers
-    files = allow_open_files(settings.connection_limit + threads + 100)
-    if files < settings.connection_limit + threads:
-        log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
-    server = Server(create_app(services, settings), settings, threads)
     try:
         server.run()
     finally:
-        server.close()
         services.revocations.stop()
-        if stop_metrics is not None:
-            stop_metrics()
         webhooks.stop()
         follower.stop()
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.support import TITEN, Http, Server, bearer, create_key, titen
+from tests.support import TITEN, Http, Server, bearer, besides_database, create_key, titen
 from titen.domain.clock import iso
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
@@ -75,7 +75,10 @@ def test_audit_commands_answer_as_the_routes_do(database, client, recorded):
 def test_audit_commands_report_what_is_not_there(database, recorded):
     first, _ = recorded["leases"]
     missing = titen("audit", "lease", first, "--org", "umbra", database=database, check=False)
-    assert (missing.returncode, missing.stderr) == (1, f"titen: No lease {first}.\n")
+    assert (missing.returncode, besides_database(missing.stderr)) == (
+        1,
+        f"titen: No lease {first}.\n",
+    )
     bad = titen(
         "audit", "lease", first, "--org", "acme", "--as-of", "noon", database=database, check=False
     )
@@ -158,7 +161,7 @@ def test_projections_verify_finds_a_difference_and_rebuild_repairs_it(database, 
         writer.execute("UPDATE {lease_index} SET purpose = 'forged'")
     failed = titen("projections", "verify", database=database, check=False)
     assert failed.returncode == 1
-    assert failed.stderr.startswith("titen: lease_index at log position ")
+    assert besides_database(failed.stderr).startswith("titen: lease_index at log position ")
     assert '"purpose": "forged"' in failed.stderr
 
     rebuilt = titen("projections", "rebuild", "lease_index", database=database)

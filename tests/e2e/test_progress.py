@@ -13,7 +13,7 @@ import termios
 
 import pytest
 
-from tests.support import TITEN, bearer
+from tests.support import TITEN, bearer, besides_database
 
 LEASES = 60
 EVENTS = 2 * LEASES  # a resource's first acquire records its creation too
@@ -41,7 +41,7 @@ def run(*args: str, terminal: bool) -> tuple[int, str, str]:
         if not terminal:
             done = subprocess.run([TITEN, *args], stdout=stdout, stderr=subprocess.PIPE, timeout=60)
             stdout.seek(0)
-            return done.returncode, stdout.read().decode(), done.stderr.decode()
+            return done.returncode, stdout.read().decode(), besides_database(done.stderr.decode())
         controller, tty = pty.openpty()
         fcntl.ioctl(tty, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
         process = subprocess.Popen(

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import json
 
-from tests.support import Http, Server, create_key, free_port, sample, scrape, titen
+from tests.support import (
+    Http,
+    Server,
+    besides_database,
+    create_key,
+    free_port,
+    sample,
+    scrape,
+    titen,
+)
 from titen.service.bootstrap import bootstrap
 
 
@@ -42,7 +51,7 @@ def test_readyz_turns_503_on_a_broken_read_model_and_200_after_a_rebuild(databas
         assert api.request("GET", "/readyz")[0] == 503
         rebuilt = titen("projections", "rebuild", "event_log", database=database)
         assert rebuilt.stdout.startswith("rebuilt event_log")
-        assert rebuilt.stderr == ""  # not a terminal: no progress drawn
+        assert besides_database(rebuilt.stderr) == ""  # not a terminal: no progress drawn
 
         assert api.request("GET", "/readyz")[0] == 200
         assert sample(scrape(port), "titen_projection_failed", projection="event_log") == 0
