@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from titen.domain.identifiers import PATTERN as IDENTIFIER
 from titen.domain.limits import (
     MAX_TTL_SECONDS,
     MESSAGE_LENGTH,
@@ -20,12 +21,14 @@ from titen.domain.statuses import ACCEPTED, REJECTED
 from titen.domain.webhooks import URL_LENGTH
 
 # Stored text must survive both backends and the event store's UTF-8 encoding: no NUL or other
-# control characters (free text may also hold tabs and line breaks), and no lone surrogates
+# control characters (C0 and C1; free text may also hold tabs and line breaks, single-line text
+# no line or paragraph separator either), and no lone surrogates
 # (JSON can carry "\ud800", UTF-8 cannot), which the REST edge refuses in any body
 # (api/rest/body.py): a surrogate range in a published pattern is not portable (ECMA-262 and
 # the tools that generate data from these schemas cannot use it). Anything else would be saved
 # as an event that a projection then cannot apply, so it is refused before any command runs.
-SINGLE_LINE = r"^[^\x00-\x1f\x7f]*$"
+# Identifiers (IDENTIFIER) follow titen.domain.identifiers, which says what a pattern cannot.
+SINGLE_LINE = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
 MULTI_LINE = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]*$"
 
 
@@ -37,6 +40,11 @@ def text(max_length: int, *, multiline: bool = False) -> dict[str, Any]:
         "maxLength": max_length,
         "pattern": MULTI_LINE if multiline else SINGLE_LINE,
     }
+
+
+def identifier() -> dict[str, Any]:
+    """Schema for a name a client chooses: titen.domain.identifiers' rules."""
+    return {"type": "string", "minLength": 1, "maxLength": NAME_LENGTH, "pattern": IDENTIFIER}
 
 
 def body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -51,8 +59,8 @@ def body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 ACQUIRE = body(
     {
-        "resource_type": text(NAME_LENGTH),
-        "resource_id": text(NAME_LENGTH),
+        "resource_type": identifier(),
+        "resource_id": identifier(),
         "purpose": text(PURPOSE_LENGTH, multiline=True),
         "ttl_seconds": {"type": "integer", "minimum": MIN_TTL_SECONDS, "maximum": MAX_TTL_SECONDS},
     },
@@ -60,10 +68,10 @@ ACQUIRE = body(
 )
 CREATE_HANDOFF = body(
     {
-        "to_principal": text(NAME_LENGTH),
-        "subject_id": text(NAME_LENGTH),
-        "context_id": text(NAME_LENGTH),
-        "checkpoint_id": text(NAME_LENGTH),
+        "to_principal": identifier(),
+        "subject_id": identifier(),
+        "context_id": identifier(),
+        "checkpoint_id": identifier(),
         "message": text(MESSAGE_LENGTH, multiline=True),
     },
     required=["to_principal", "subject_id"],
@@ -80,7 +88,7 @@ CREATE_WEBHOOK = body(
             "minItems": 1,
             "maxItems": 32,
         },
-        "to_principal": text(NAME_LENGTH),
+        "to_principal": identifier(),
     },
     required=["url"],
 )

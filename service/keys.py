@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from titen.domain import identifiers
 from titen.domain.clock import Clock, iso
 from titen.projections.store import PostgresViewStore, ViewStore
 from titen.service.roles import OPERATOR, ROLES
@@ -83,6 +84,12 @@ class Keys:
         """A new key for the principal; the whole key is returned this once."""
         if role not in ROLES:
             raise KeyRefused(f"role must be one of: {', '.join(ROLES)}")
+        for field, refused in (
+            ("organization", identifiers.organization_problem(organization)),
+            ("principal", identifiers.problem(principal)),
+        ):
+            if refused:
+                raise KeyRefused(f"{field} {refused}")
         key = KEY_PREFIX + secrets.token_hex(24)
         with self.store.writing() as writer:
             roles = writer.fetchall(

@@ -15,10 +15,8 @@ from datetime import datetime
 from typing import Any
 
 import falcon
-from jsonschema.exceptions import best_match
 
 from titen.api.rest.auth import principal_of
-from titen.api.rest.body import describe, validator
 from titen.api.rest.contract import (
     INSTANT,
     INTEGER,
@@ -33,6 +31,7 @@ from titen.api.rest.contract import (
 from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.schemas import body, text
+from titen.api.validation import cut, refusal, validator
 from titen.domain.clock import parse_iso
 from titen.domain.history import ENDINGS
 from titen.domain.limits import NAME_LENGTH
@@ -142,10 +141,10 @@ def _query(req: falcon.Request, validator: Any) -> dict[str, str]:
     params = dict(req.params)
     for name, value in params.items():
         if isinstance(value, list):
-            raise error(400, f"{name} must be given once.")
-    problem = best_match(validator.iter_errors(params))
-    if problem is not None:
-        raise error(400, describe(problem))
+            raise error(400, f"{cut(name)} must be given once.")
+    refused = refusal(params, validator)
+    if refused is not None:
+        raise error(400, refused)
     return params
 
 

@@ -12,7 +12,7 @@ import falcon
 
 from titen.api import schemas
 from titen.api.rest.auth import principal_of
-from titen.api.rest.body import read_json, validator
+from titen.api.rest.body import read_json
 from titen.api.rest.contract import (
     INSTANT,
     STRING,
@@ -26,6 +26,7 @@ from titen.api.rest.contract import (
 )
 from titen.api.rest.idempotency import Idempotency
 from titen.api.rest.paging import PAGE_QUERY, encode_cursor, read_page
+from titen.api.validation import validator
 from titen.domain.handoff import FIELDS, RESOLVED_FIELDS, public_fields
 from titen.domain.limits import NAME_LENGTH
 from titen.domain.statuses import ACCEPTED, PENDING, REJECTED

@@ -14,7 +14,7 @@ import falcon
 
 from titen.api import schemas
 from titen.api.rest.auth import principal_of
-from titen.api.rest.body import read_json, validator
+from titen.api.rest.body import read_json
 from titen.api.rest.contract import (
     BOOLEAN,
     INSTANT,
@@ -27,6 +27,7 @@ from titen.api.rest.contract import (
     operations,
 )
 from titen.api.rest.idempotency import Idempotency
+from titen.api.validation import validator
 from titen.domain.clock import iso
 from titen.domain.lease import Holding
 from titen.service.leases import LeaseService

@@ -17,6 +17,7 @@ import falcon
 
 from titen.api.rest.errors import error
 from titen.api.schemas import SINGLE_LINE
+from titen.api.validation import cut
 from titen.domain.cursors import CURSOR_VERSION, encode_cursor
 
 DEFAULT_LIMIT = 50
@@ -57,7 +58,7 @@ def read_page(req: falcon.Request, filters: dict[str, int]) -> Page:
 def reject_unknown(params: dict[str, str | list[str]], allowed: set[str]) -> None:
     unknown = sorted(set(params) - allowed)
     if unknown:
-        raise error(400, f"Unknown query parameter: {', '.join(unknown)}.")
+        raise error(400, f"Unknown query parameter: {cut(', '.join(unknown))}.")
 
 
 def read_limit(params: dict[str, str | list[str]]) -> int:
@@ -90,7 +91,7 @@ def decode_cursor(cursor: str, name: str = "cursor") -> int:
 def single(params: dict[str, str | list[str]], name: str) -> str | None:
     value = params.get(name)
     if isinstance(value, list):
-        raise error(400, f"{name} must be given once.")
+        raise error(400, f"{cut(name)} must be given once.")
     return value
 
 

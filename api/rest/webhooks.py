@@ -19,7 +19,7 @@ import falcon
 
 from titen.api import schemas
 from titen.api.rest.auth import principal_of
-from titen.api.rest.body import read_json, validator
+from titen.api.rest.body import read_json
 from titen.api.rest.contract import (
     INSTANT,
     INTEGER,
@@ -41,6 +41,7 @@ from titen.api.rest.paging import (
     reject_unknown,
     single,
 )
+from titen.api.validation import validator
 from titen.domain.events import PUBLISHED
 from titen.service.delivery import ACTIVE, FAILING
 from titen.service.targets import Targets

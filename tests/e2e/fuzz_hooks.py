@@ -22,12 +22,10 @@ from typing import Any
 
 import schemathesis
 
-from titen.api.schemas import SINGLE_LINE
-from titen.domain.limits import NAME_LENGTH
+from titen.domain.identifiers import problem
 
 HEADER = "Idempotency-Key"
 WELL_FORMED = re.compile(r"[!-~]{1,255}")
-SAFE_TEXT = re.compile(SINGLE_LINE)
 
 
 @schemathesis.hook
@@ -43,7 +41,6 @@ def map_body(context: Any, body: Any) -> Any:
     if (operation.method.upper(), operation.path) != ("POST", "/v1/leases"):
         return body
     resource_id = body.get("resource_id") if isinstance(body, dict) else None
-    well_formed = isinstance(resource_id, str) and 0 < len(resource_id) <= NAME_LENGTH
-    if well_formed and SAFE_TEXT.fullmatch(resource_id):
+    if isinstance(resource_id, str) and problem(resource_id) is None:
         body["resource_id"] = uuid.uuid4().hex
     return body

@@ -115,3 +115,22 @@ def test_a_bad_database_url_is_a_clear_error(url):
     assert result.returncode == 2
     assert result.stderr.startswith("titen: ")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "reason"),
+    [
+        ("--org", "my org/../x", "organization must be letters, digits, '.', '_', '~' or '-'"),
+        ("--org", "", "organization must not be empty"),
+        ("--principal", "agent\u200ba", "principal must not contain invisible format characters"),
+        ("--principal", "agent_a\n", "principal must not contain control characters"),
+        ("--principal", "   ", "principal must not be only whitespace"),
+    ],
+)
+def test_keys_create_refuses_identifiers_as_the_api_does(database, option, value, reason):
+    names = {"--org": "acme", "--principal": "agent_a", option: value}
+    args = [part for pair in names.items() for part in pair]
+    refused = titen("keys", "create", *args, database=database, check=False)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert f"titen: {reason}" in refused.stderr and "Traceback" not in refused.stderr
+    assert titen("keys", "list", "--org", names["--org"], database=database).stdout == ""

@@ -1,0 +1,115 @@
+"""Validating a JSON value against one of titen.api.schemas, in REST's words.
+
+One validator for every edge that takes these values (the REST routes and the MCP tools), so a
+value is refused for the same reason, in the same words, wherever it arrives. It needs the
+jsonschema library and nothing of the server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError, best_match
+
+from titen.api.schemas import IDENTIFIER
+from titen.domain import identifiers
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""json.loads pairs escaped surrogates into one character, so any left is alone."""
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: Any, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    """`pattern`, matched against the whole string, and for identifiers every identifier rule.
+
+    The published patterns are anchored (`^...$`), but Python's `$` also matches before a
+    final newline, so a search let "id\\n" through; a full match does not. What no portable
+    pattern can say (NFC, format characters beyond the BMP) is titen.domain.identifiers'.
+    """
+    if not isinstance(instance, str):
+        return
+    if pattern == IDENTIFIER:
+        reason = identifiers.problem(instance, schema.get("maxLength", len(instance)))
+    else:
+        reason = None if re.fullmatch(pattern, instance) else identifiers.CONTROL
+    if reason is not None:
+        yield ValidationError(reason)
+
+
+Validator = validators.extend(Draft202012Validator, {"pattern": _pattern})
+
+
+def validator(schema: dict[str, Any]) -> Any:
+    """A validator for one of titen.api.schemas (the schema is checked once, here)."""
+    Draft202012Validator.check_schema(schema)
+    return Validator(schema)
+
+
+def refusal(value: Any, checker: Any) -> str | None:
+    """Why `value` does not fit the checker's schema, as REST says it, or None when it fits."""
+    problem = best_match(checker.iter_errors(value))
+    if problem is not None:
+        return describe(problem)
+    field = lone_surrogate(value)
+    if field is not None:
+        return f"{field} must not contain control characters."  # as the pattern says
+    return None
+
+
+def lone_surrogate(value: Any, path: str = "") -> str | None:
+    """The dotted name of the first string holding a lone surrogate, or None.
+
+    Such a string is valid JSON but cannot be encoded as UTF-8, so it could never be stored.
+    """
+    if isinstance(value, str):
+        return path if LONE_SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for name, item in items:
+        found = lone_surrogate(item, f"{path}.{name}" if path else str(name))
+        if found is not None:
+            return found
+    return None
+
+
+ECHO_LIMIT = 100
+"""Characters of a client's own text echoed in an error, at most (a name may be huge)."""
+
+
+def cut(text: str) -> str:
+    """`text` as an error may echo it: at most ECHO_LIMIT characters, marked when cut."""
+    return text if len(text) <= ECHO_LIMIT else text[:ECHO_LIMIT] + "…"
+
+
+def describe(problem: ValidationError) -> str:
+    """A message that names the field, without echoing the (possibly huge) value."""
+    field = ".".join(str(part) for part in problem.absolute_path)
+    rule, value, schema = problem.validator, problem.validator_value, problem.schema
+    if not field and rule == "type":
+        return "The request body must be a JSON object."
+    if rule == "required":
+        return f"Missing field: {cut(problem.message.split(chr(39))[1])}."
+    if rule == "additionalProperties":
+        unknown = sorted(set(problem.instance) - set(schema.get("properties", {})))
+        return f"Unknown field: {cut(', '.join(unknown))}."
+    if rule == "type":
+        return f"{field} must be of type {value}."
+    if rule in ("minimum", "maximum"):
+        return f"{field} must be from {schema['minimum']} to {schema['maximum']}."
+    if rule == "minLength":
+        return f"{field} must not be empty."
+    if rule == "maxLength":
+        return f"{field} must be at most {value} characters."
+    if rule == "pattern":
+        return f"{field} {problem.message}."
+    if rule == "enum":
+        return f"{field} must be one of: {', '.join(map(str, value))}."
+    return f"{cut(field)}: {cut(problem.message)}"

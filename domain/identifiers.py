@@ -1,0 +1,88 @@
+"""What a name chosen by a client may be: the one source of the rules for identifiers.
+
+Resource types and ids, principals, subject, context and checkpoint ids, and organizations are
+compared byte for byte (identity is never normalised), so text that reads the same must not be
+spelled two ways. An identifier is therefore refused, never rewritten, when it:
+
+- is empty or longer than NAME_LENGTH characters, or is only whitespace;
+- holds a control character (Unicode Cc: C0, DEL and C1, so also a newline and U+0085), a line
+  or paragraph separator (U+2028, U+2029) or a lone surrogate (Cs, which UTF-8 cannot store);
+- holds a format character (Unicode Cf: zero-width spaces and joiners, bidi overrides, soft
+  hyphens...), invisible yet part of the bytes;
+- is not in Unicode normalization form C (NFC), so that `café` has one spelling.
+
+Organizations also appear in each CloudEvent's `source` (`/titen/organizations/ORG`), so they
+are URI-safe: RFC 3986 unreserved characters, starting with a letter or digit (never `.` or
+`..`, never a `/`).
+
+REST, MCP and `titen keys create` all check these rules (through api/schemas.py for the first
+two). The published JSON Schema pattern (`PATTERN`) says as much as a portable pattern can:
+the forbidden characters of the Basic Multilingual Plane and the whitespace-only case. A
+pattern cannot say NFC, and Cf characters beyond the BMP would need surrogate pairs, which
+ECMA-262 patterns without the `u` flag and data generators cannot use; `problem` checks all.
+A pure module: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from titen.domain.limits import NAME_LENGTH
+
+CONTROL = "must not contain control characters"
+FORMAT = "must not contain invisible format characters (Unicode Cf)"
+NOT_NFC = "must be in Unicode normalization form C (NFC)"
+BLANK = "must not be only whitespace"
+EMPTY = "must not be empty"
+NOT_URI_SAFE = (
+    "must be letters, digits, '.', '_', '~' or '-' (URI-safe), starting with a letter or digit"
+)
+
+LINE_SEPARATORS = "\u2028\u2029"
+ORGANIZATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~-]*")
+
+
+def _bmp_ranges(category: str) -> str:
+    """A regular-expression class body of the BMP characters of one Unicode category."""
+    codes = [c for c in range(0x10000) if unicodedata.category(chr(c)) == category]
+    parts, start = [], None
+    for index, code in enumerate(codes):
+        if start is None:
+            start = code
+        if index + 1 == len(codes) or codes[index + 1] != code + 1:
+            parts.append(_escape(start) if start == code else f"{_escape(start)}-{_escape(code)}")
+            start = None
+    return "".join(parts)
+
+
+def _escape(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_FORBIDDEN = _bmp_ranges("Cc") + _bmp_ranges("Cf") + "\\u2028\\u2029"
+PATTERN = f"^[^{_FORBIDDEN}]*[^{_FORBIDDEN}\\s][^{_FORBIDDEN}]*$"
+"""Single-line text with a non-space character and no BMP control or format character."""
+
+
+def problem(value: str, max_length: int = NAME_LENGTH) -> str | None:
+    """Why `value` is not an acceptable identifier (a predicate for "FIELD ..."), or None."""
+    if not value:
+        return EMPTY
+    if len(value) > max_length:
+        return f"must be at most {max_length} characters"
+    categories = {unicodedata.category(char) for char in value}
+    if categories & {"Cc", "Cs"} or any(char in LINE_SEPARATORS for char in value):
+        return CONTROL
+    if "Cf" in categories:
+        return FORMAT
+    if value.isspace():
+        return BLANK
+    if not unicodedata.is_normalized("NFC", value):
+        return NOT_NFC
+    return None
+
+
+def organization_problem(value: str) -> str | None:
+    """Why `value` is not an acceptable organization, or None."""
+    return problem(value) or (None if ORGANIZATION.fullmatch(value) else NOT_URI_SAFE)
