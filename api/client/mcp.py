@@ -4,10 +4,12 @@ The server acts under the agent's own key by calling the REST API through `titen
 opens the database, so an agent needs a URL and a key, nothing else. Release, resolve and the
 inbox stay REST-only (spec, "From MCP"): over MCP an agent can take work and pass it along.
 
-Every input bound is the REST route's own JSON Schema, published as is. The service stays the
-one place that enforces it: an argument out of bounds reaches it and comes back as a tool error
-in its words ("ttl_seconds must be from 10 to 86400."), like a conflict, a refused key or an
-unreachable server. The process keeps serving after any of them.
+Every input bound is the REST route's own JSON Schema, published as is, and checked here by the
+same validator as REST's (titen.api.validation) before anything else sees the arguments: the
+SDK's own model would coerce `"600"` to 600, `true` to 1 and let `message: null` through, and
+word its refusals as pydantic does. So an argument REST would refuse is refused here, in REST's
+words ("ttl_seconds must be of type integer."), as a tool error, like a conflict, a refused key
+or an unreachable server. The process keeps serving after any of them.
 """
 
 from __future__ import annotations
@@ -23,12 +25,22 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from titen.api.schemas import ACQUIRE, CREATE_HANDOFF
+from titen.api.schemas import ACQUIRE, CREATE_HANDOFF, body
+from titen.api.validation import refusal, validator
 from titen.client import TitenClient, TitenError
 from titen.domain.clock import iso
 
 LEASE_FIELDS: dict[str, Any] = ACQUIRE["properties"]
 HANDOFF_FIELDS: dict[str, Any] = CREATE_HANDOFF["properties"]
+HANDOFF_ARGUMENTS = body(
+    {name: HANDOFF_FIELDS[name] for name in ("to_principal", "subject_id", "message")},
+    required=["to_principal", "subject_id"],
+)
+"""The handoff tool takes part of the REST body: context and checkpoint stay REST-only."""
+CHECKERS = {
+    "titen_lease_acquire": validator(ACQUIRE),
+    "titen_handoff": validator(HANDOFF_ARGUMENTS),
+}
 
 INSTRUCTIONS = (
     "Titen records who is doing what, so that agents sharing work do not do the same "
@@ -100,7 +112,7 @@ SubjectId = Annotated[
     Field(description="The id of what the work is about."),
 ]
 Message = Annotated[
-    str | None,
+    str,
     WithJsonSchema(HANDOFF_FIELDS["message"]),
     Field(description="Optional: what is done, what is left, and anything the recipient needs."),
 ]
@@ -123,6 +135,18 @@ class HandoffSent(BaseModel):
     status: str = Field(description="Always pending at first; the recipient resolves it.")
 
 
+class ValidatingServer(MCPServer):
+    """An MCP server whose tools' arguments are checked as REST checks a body, before the SDK's
+    model sees them."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        checker = CHECKERS.get(name)
+        refused = None if checker is None else refusal(arguments, checker)
+        if refused is not None:
+            raise ToolError(refused)
+        return await super().call_tool(name, arguments, context)
+
+
 @contextmanager
 def _as_tool_error() -> Iterator[None]:
     """A refusal or an unreachable service becomes a tool error carrying the service's words."""
@@ -134,7 +158,7 @@ def _as_tool_error() -> Iterator[None]:
 
 def build(client: TitenClient) -> MCPServer:
     """The MCP server with exactly the two agent tools, each a call through `client`."""
-    server = MCPServer(name="titen", version=version("titen"), instructions=INSTRUCTIONS)
+    server = ValidatingServer(name="titen", version=version("titen"), instructions=INSTRUCTIONS)
     annotations = ToolAnnotations(
         read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
     )
@@ -168,7 +192,9 @@ def build(client: TitenClient) -> MCPServer:
         annotations=annotations,
     )
     def titen_handoff(
-        to_principal: ToPrincipal, subject_id: SubjectId, message: Message = None
+        to_principal: ToPrincipal,
+        subject_id: SubjectId,
+        message: Message = None,  # type: ignore[assignment]  # never null: CHECKERS refuse it
     ) -> HandoffSent:
         with _as_tool_error():
             sent = client.create_handoff(to_principal, subject_id, message=message)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -292,3 +293,101 @@ def test_the_readme_host_configuration_works(world):
             assert not result.is_error, text(result)
 
     run(scenario)
+
+
+def test_arguments_are_checked_as_rest_checks_them_in_rests_words(world):
+    """No coercion ("600", true), no null for an optional string, REST's messages, not
+    pydantic's; and identifiers follow the same rules (docs/identifiers.md)."""
+    acquire = {**LEASE, "resource_id": "strict-1"}
+    lease, handoff = "titen_lease_acquire", "titen_handoff"
+    sent = {"to_principal": "agent_bob", "subject_id": "s"}
+    not_integer = "ttl_seconds must be of type integer."
+    refusals = [
+        (lease, {**acquire, "ttl_seconds": "600"}, not_integer),
+        (lease, {**acquire, "ttl_seconds": True}, not_integer),
+        (lease, {**acquire, "ttl_seconds": 60.5}, not_integer),
+        (lease, {**acquire, "resource_id": 7}, "resource_id must be of type string."),
+        (
+            lease,
+            {**acquire, "resource_id": "cafe\u0301"},
+            "resource_id must be in Unicode normalization form C (NFC).",
+        ),
+        (
+            lease,
+            {**acquire, "resource_id": "a\u200bb"},
+            "resource_id must not contain invisible format characters (Unicode Cf).",
+        ),
+        (
+            lease,
+            {**acquire, "resource_id": "x\n"},
+            "resource_id must not contain control characters.",
+        ),
+        (lease, {**acquire, "holder": "me"}, "Unknown field: holder."),
+        (lease, {k: v for k, v in acquire.items() if k != "purpose"}, "Missing field: purpose."),
+        (handoff, {**sent, "message": None}, "message must be of type string."),
+        (handoff, {**sent, "subject_id": "   "}, "subject_id must not be only whitespace."),
+        (handoff, {**sent, "context_id": "c"}, "Unknown field: context_id."),
+    ]
+
+    async def scenario() -> None:
+        async with mcp_session(world.url, world.keys["agent_alice"]) as alice:
+            for tool, arguments, message in refusals:
+                refused = await alice.call_tool(tool, arguments)
+                assert refused.is_error and text(refused) == message, (arguments, text(refused))
+            await still_answers(alice)
+            emoji = await alice.call_tool("titen_lease_acquire", {**acquire, "resource_id": "🚀"})
+            assert not emoji.is_error, text(emoji)
+            literal = {"to_principal": "agent_bob", "subject_id": "null", "message": "[1, 2]"}
+            sent = await alice.call_tool("titen_handoff", literal)  # strings stay strings
+            assert not sent.is_error, text(sent)
+            with TitenClient(world.url, world.keys["agent_bob"]) as bob:
+                received = bob.get_handoff(sent.structured_content["handoff_id"])
+            assert (received.subject_id, received.message) == ("null", "[1, 2]")
+
+    run(scenario)
+
+
+NODE = shutil.which("node")
+CHECK_IN_JAVASCRIPT = """
+const [schemas, samples] = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const answers = [];
+for (const schema of schemas) {
+  for (const [name, field] of Object.entries(schema.properties)) {
+    if (!field.pattern) continue;
+    for (const flags of ["", "u"]) {
+      const re = new RegExp(field.pattern, flags);
+      answers.push([name, flags, samples.map((sample) => re.test(sample))]);
+    }
+  }
+}
+console.log(JSON.stringify(answers));
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="no node to run JavaScript")
+def test_the_tools_schemas_work_in_javascript_with_and_without_the_u_flag(world):
+    samples = ["🚀 launch", "café", "checkout-service", "a\u200bb", "   ", "a\u2028b"]
+    accepted = [True, True, True, False, False, False]
+
+    schemas: list[Any] = []
+
+    async def scenario() -> None:
+        async with mcp_session(world.url, world.keys["agent_alice"]) as session:
+            schemas.extend(tool.input_schema for tool in (await session.list_tools()).tools)
+
+    run(scenario)
+    done = subprocess.run(
+        [NODE, "-e", CHECK_IN_JAVASCRIPT],
+        input=json.dumps([schemas, samples]),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    answers = json.loads(done.stdout)
+    identifiers = [a for a in answers if a[0] in ("resource_id", "to_principal", "subject_id")]
+    assert len(identifiers) == 6  # three identifier fields, each with and without `u`
+    for name, flags, matched in identifiers:
+        assert matched == accepted, (name, flags)
+    for name, flags, matched in answers:
+        assert matched[0], (name, flags)  # emoji pass every text pattern
