@@ -9,6 +9,7 @@ from typing import Any
 import falcon
 
 from titen.api.rest.logs import request_id
+from titen.api.validation import cut
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
 
@@ -70,8 +71,8 @@ def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError)
 def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
     if isinstance(exc, LeaseHeld):
         raise error(409, f"Resource is leased by another principal until {iso(exc.expires_at)}.")
-    if isinstance(exc, NotFound):
-        raise error(404, str(exc) or None)
+    if isinstance(exc, NotFound):  # its message names the id asked for: cut, it may be huge
+        raise error(404, cut(str(exc)) or None)
     if isinstance(exc, NotTarget):
         raise error(400, "Only the target principal can resolve a handoff.")
     if isinstance(exc, InvalidField):

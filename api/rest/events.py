@@ -35,6 +35,7 @@ from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.metrics import SUBSCRIBERS
 from titen.api.rest.paging import (
     LIMIT,
+    decimal,
     decode_cursor,
     encode_cursor,
     read_limit,
@@ -302,10 +303,7 @@ def _wait(req: falcon.Request) -> float:
     raw = single(req.params, "wait")
     if raw is None:
         return 0
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= MAX_WAIT_SECONDS:
+    value = decimal(raw)
+    if value is None or not 0 <= value <= MAX_WAIT_SECONDS:
         raise error(400, f"wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS}.")
     return value

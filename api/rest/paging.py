@@ -88,6 +88,16 @@ def decode_cursor(cursor: str, name: str = "cursor") -> int:
     return after
 
 
+ASCII_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
+"""A number in a query string: ASCII digits, an optional fraction, nothing else. Python's own
+parsers also take `1_0`, spaces, `1e1`, `inf` and digits of any script (U+0661)."""
+
+
+def decimal(text: str) -> float | None:
+    """The number `text` writes, or None when it is not an ASCII decimal."""
+    return float(text) if ASCII_DECIMAL.fullmatch(text) else None
+
+
 def single(params: dict[str, str | list[str]], name: str) -> str | None:
     value = params.get(name)
     if isinstance(value, list):
