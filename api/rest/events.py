@@ -190,7 +190,8 @@ class EventStream:
                     "name": "Last-Event-ID",
                     "in": "header",
                     "required": False,
-                    "description": "Resume after this cursor (used when `after` is absent).",
+                    "description": "Resume after this cursor; when present it wins over "
+                    "`after` (EventSource reconnects to the same URL with it).",
                     "schema": STRING,
                 },
             ),
@@ -207,7 +208,9 @@ class EventStream:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         organization = principal_of(req).organization
         reject_unknown(req.params, {"after", "types"})
-        cursor = single(req.params, "after") or req.get_header("Last-Event-ID")
+        # A browser's EventSource reconnects to the URL it was opened with, `after` and all,
+        # and names the last frame it received in Last-Event-ID: that one is where it stands.
+        cursor = req.get_header("Last-Event-ID") or single(req.params, "after")
         after = _after(cursor, self.recent)
         types = _types(req)
         self.subscribers.admit()

@@ -58,6 +58,36 @@ def test_a_stream_delivers_events_and_resumes_after_the_last_event_id(server):
     by_query.close()
 
 
+def test_last_event_id_wins_over_after_as_an_eventsource_reconnect_sends_both(server):
+    """EventSource reconnects to the URL it was opened with and adds Last-Event-ID: the header
+    says where the reader stands, whatever `after` the URL carries."""
+    alice, bob = keys(server.database, "agent_alice", "agent_bob")
+    http = Http(server.url, alice)
+    acquire(http, "before")
+    tail = EventStreamReader(server.url, bob, query="?after=latest")
+    acquire(http, "seen")
+    (seen,) = tail.events(1)
+    tail.close()
+    for n in range(2):  # committed while the reader is away
+        acquire(http, f"missed{n}")
+    back = EventStreamReader(server.url, bob, query="?after=latest", last_event_id=seen["cursor"])
+    acquire(http, "live")
+    names = []
+    while not names or names[-1] != "live":
+        names.append(back.events(1)[0]["data"]["resource_id"])
+    back.close()
+    assert names == ["missed0", "missed1", "live"]  # no gap
+
+    from_start = EventStreamReader(server.url, bob, query="?after=" + seen["cursor"])
+    (first,) = from_start.events(1)
+    from_start.close()
+    again = EventStreamReader(
+        server.url, bob, query="?after=" + seen["cursor"], last_event_id=first["cursor"]
+    )
+    assert again.events(1)[0]["data"]["resource_id"] == "missed1"  # no duplicate
+    again.close()
+
+
 def test_after_latest_starts_at_the_live_tail_and_types_filter(server):
     alice, bob = keys(server.database, "agent_alice", "agent_bob")
     http = Http(server.url, alice)
