@@ -16,6 +16,7 @@ from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
 from titen.api.rest.leases import Lease, Leases
 from titen.api.rest.logs import RequestLog
+from titen.api.rest.methods import Router
 from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.openapi import document
 from titen.api.rest.reference import Docs, OpenAPIDocument
@@ -64,7 +65,8 @@ def create_app(
     settings: ServerSettings = DEFAULTS,
 ) -> falcon.App:
     app = falcon.App(
-        middleware=[RequestLog(), RequestMetrics(), BodyLimit(), Authentication(services.keys)]
+        middleware=[RequestLog(), RequestMetrics(), BodyLimit(), Authentication(services.keys)],
+        router=Router(),
     )
     errors.install(app)
     resources = _resources(services, settings)

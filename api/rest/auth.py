@@ -7,11 +7,13 @@ from typing import Any
 import falcon
 
 from titen.api.rest.errors import error
+from titen.api.rest.methods import contract_method
 from titen.service.keys import Keys, Principal, key_hash
 
 
 class Authentication:
-    """Falcon middleware; an operation its contract declares `public` is served to anyone.
+    """Falcon middleware; an operation its contract declares `public` is served to anyone, and
+    so is OPTIONS (what a route allows is no secret, and a CORS preflight carries no key).
 
     The key's hash stays in `req.context.key_hash`, so a subscription opened with the key can
     watch for its revocation (service/revocations.py).
@@ -23,8 +25,10 @@ class Authentication:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
-        operation = getattr(resource, "contract", {}).get(req.method)
-        if resource is None or (operation is not None and operation.public):
+        if resource is None or req.method == "OPTIONS":
+            return
+        operation = getattr(resource, "contract", {}).get(contract_method(req))
+        if operation is not None and operation.public:
             return
         scheme, _, key = (req.get_header("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer":

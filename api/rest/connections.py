@@ -12,7 +12,10 @@ files. What waitress does not offer is added in small subclasses:
   having read no more than that, where waitress would spool up to 1 GiB to a file first;
 - `EnvelopeError` answers waitress's own refusals (400, 413, 431, 500) in the JSON envelope,
   then lets the client finish sending before closing (a close with unread input resets the
-  connection, and the client may lose the answer it was about to read).
+  connection, and the client may lose the answer it was about to read);
+- `Task` ends a HEAD answer at its head: waitress writes the last-chunk marker of a chunked
+  answer (an event stream's) even for HEAD, a stray body that corrupts the connection's next
+  answer.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import RequestEntityTooLarge
 
 from titen.api.rest.body import MAX_BODY_BYTES
@@ -101,10 +104,22 @@ def _message(status: int, detail: str) -> str:
     return DEFAULT_MESSAGES[500]
 
 
+class Task(WSGITask):
+    """One request's answer; a HEAD answer is its head alone, chunked or not."""
+
+    def finish(self) -> None:
+        if self.request.command == "HEAD":
+            if not self.wrote_header:
+                self.write(b"")  # the head, announcing chunks as GET's would
+            self.chunked_response = False  # but no last chunk follows it
+        super().finish()
+
+
 class Channel(HTTPChannel):
     """One client connection, with a deadline on each request head and a lingering close."""
 
     parser_class = BoundedRequest
+    task_class = Task
     error_task_class = EnvelopeError
     linger_after_close = False
     draining_until = 0.0

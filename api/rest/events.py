@@ -32,6 +32,7 @@ from titen.api.rest.contract import (
 )
 from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
+from titen.api.rest.methods import is_head
 from titen.api.rest.metrics import SUBSCRIBERS
 from titen.api.rest.paging import (
     LIMIT,
@@ -213,9 +214,12 @@ class EventStream:
         cursor = req.get_header("Last-Event-ID") or single(req.params, "after")
         after = _after(cursor, self.recent)
         types = _types(req)
-        self.subscribers.admit()
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
+        if is_head(req):
+            resp.stream = iter(())  # no slot, and, as for a stream, no Content-Length
+            return
+        self.subscribers.admit()
         resp.stream = Stream(self, organization, after, types, key_of(req))
 
 

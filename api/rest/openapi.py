@@ -59,7 +59,9 @@ def document(routes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
             "summary": "Leases and handoffs for AI agents.",
             "description": (
                 'Every error answers `{"error": {"code", "message"}}`; each operation lists '
-                "the codes it can answer. Keys are `titen keys create` bearer tokens."
+                "the codes it can answer. Keys are `titen keys create` bearer tokens. Every "
+                "GET route also answers HEAD (no body), and every route OPTIONS (no key "
+                "needed; its `Allow` is the one a 405 carries): not listed per path."
             ),
         },
         "paths": paths,

@@ -18,6 +18,7 @@ from openapi_spec_validator import validate
 from tests.support import bearer
 from titen.api import schemas
 from titen.api.cli.main import main
+from titen.api.rest import methods
 from titen.api.rest.app import create_app
 from titen.api.rest.contract import STATUS_OF
 from titen.api.rest.errors import CODES
@@ -31,13 +32,23 @@ def document(client) -> dict:
 
 
 def served_operations(app: falcon.App) -> set[tuple[str, str]]:
-    """(method, template) of every responder the router really has (not falcon's own)."""
+    """(method, template) of every responder the router really has (not falcon's own, nor
+    the HEAD and OPTIONS every route gets from api/rest/methods.py, which the document leaves
+    out: docs/openapi.md)."""
     return {
         (method.method, route.path)
         for route in falcon.inspect.inspect_routes(app)
         for method in route.methods
-        if not method.internal
+        if not method.internal and not derived(method)
     }
+
+
+def derived(method: falcon.inspect.RouteMethodInfo) -> bool:
+    """A HEAD that is its route's GET, or the OPTIONS that methods.Router gives every route;
+    a resource's own `on_head` or `on_options` would still need a contract."""
+    if method.method == "HEAD":
+        return method.function_name == "on_get"
+    return method.method == "OPTIONS" and method.source_info.startswith(methods.__file__)
 
 
 def documented_operations(document: dict) -> set[tuple[str, str]]:

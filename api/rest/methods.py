@@ -1,0 +1,55 @@
+"""The methods every route answers alike: HEAD wherever GET is, and OPTIONS everywhere, with
+the same `Allow` header as the route's 405.
+
+Falcon maps only the responders a resource defines, so HEAD was a 405 on every GET route (and
+HEAD-based health checks failed); and its default OPTIONS leaves OPTIONS out of `Allow` while
+its 405 puts it in. A router that completes each resource's method map keeps the rule in one
+place, for every route added later too. HEAD runs the GET responder and Falcon drops the body
+(keeping `Content-Length`); a responder that would hold something open for the body (the event
+stream) checks `is_head` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import falcon
+import falcon.inspect
+from falcon.routing import CompiledRouter
+
+
+class Router(CompiledRouter):
+    def map_http_methods(self, resource: object, **kwargs: Any) -> dict[str, Any]:
+        methods = super().map_http_methods(resource, **kwargs)
+        if "GET" in methods:
+            methods.setdefault("HEAD", methods["GET"])
+        methods.setdefault("OPTIONS", _options(allow(methods)))
+        return methods
+
+
+# The routes stay readable by falcon.inspect (tests/api/test_openapi.py reads them so).
+falcon.inspect.register_router(Router)(falcon.inspect.inspect_compiled_router)
+
+
+def allow(methods: dict[str, Any]) -> str:
+    """The `Allow` header of a route: as Falcon's 405 writes it (sorted, OPTIONS included)."""
+    return ", ".join(sorted({*methods, "OPTIONS"}))
+
+
+def is_head(req: falcon.Request) -> bool:
+    return req.method == "HEAD"
+
+
+def contract_method(req: falcon.Request) -> str:
+    """The method whose contract governs the request: a HEAD is its GET without the body."""
+    return "GET" if is_head(req) else req.method
+
+
+def _options(allowed: str) -> Callable[..., None]:
+    def on_options(req: falcon.Request, resp: falcon.Response, **params: Any) -> None:
+        """The route's methods; served without a key (a CORS preflight carries none)."""
+        resp.set_header("Allow", allowed)
+        resp.content_length = 0
+
+    return on_options
