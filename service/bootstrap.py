@@ -22,6 +22,7 @@ from titen.service.keys import Keys
 from titen.service.leases import LeaseService
 from titen.service.readiness import Readiness
 from titen.service.revocations import Revocations
+from titen.service.tickets import Tickets
 from titen.service.webhooks import Webhooks
 from titen.storage.database import Database, parse
 from titen.storage.topics import register_legacy_topics
@@ -40,6 +41,7 @@ class Services:
     lease_directory: LeaseDirectory
     recent_events: RecentEvents
     keys: Keys
+    tickets: Tickets
     revocations: Revocations
     leases: LeaseService
     handoffs: HandoffService
@@ -77,6 +79,7 @@ def bootstrap(
         failures = Failures(store, clock, [p.name for p in projections])
         projector = Projector(app, store, projections, failures)
         keys = Keys(store, clock)
+        tickets = Tickets(store, clock)
         answers = StoredAnswers(store, clock)
         delivery = Delivery(store, event_log)
         webhooks = Webhooks(store, delivery, keys, app, clock, answers)
@@ -102,6 +105,7 @@ def bootstrap(
         lease_directory=lease_directory,
         recent_events=recent_events,
         keys=keys,
+        tickets=tickets,
         revocations=revocations,
         leases=leases,
         handoffs=HandoffService(app, inbox, keys),

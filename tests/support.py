@@ -258,14 +258,15 @@ class EventStreamReader:
     def __init__(
         self,
         base_url: str,
-        key: str,
+        key: str | None,
         query: str = "",
         last_event_id: str = "",
         timeout: float = 30,
     ):
+        """`key` None sends no Authorization header (a ticket in `query` stands for it)."""
         host, _, port = base_url.removeprefix("http://").partition(":")
         self.conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
-        headers = {"authorization": f"Bearer {key}"}
+        headers = {"authorization": f"Bearer {key}"} if key else {}
         if last_event_id:
             headers["last-event-id"] = last_event_id
         self.conn.request("GET", f"/v1/events/stream{query}", headers=headers)

@@ -85,6 +85,16 @@ def add_commands(commands: Any) -> None:
         help="threads delivering webhooks in this process",
     )
     serve.add_argument(
+        "--cors-origin",
+        dest="cors_origins",
+        action="append",
+        type=_origin,
+        default=[],
+        metavar="ORIGIN",
+        help="let pages from this web origin (https://app.example.com) call the API; "
+        "repeatable (default: none; docs/event-log.md)",
+    )
+    serve.add_argument(
         "--allow-private-webhooks",
         action="store_true",
         help="let webhooks target loopback, private, link-local and multicast addresses",
@@ -117,7 +127,17 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         webhook_retry_seconds=args.webhook_retry_seconds,
         webhook_workers=args.webhook_workers,
         allow_private_webhooks=args.allow_private_webhooks,
+        cors_origins=tuple(dict.fromkeys(args.cors_origins)),
     )
+
+
+def _origin(text: str) -> str:
+    from titen.api.rest.cors import parse_origin
+
+    try:
+        return parse_origin(text)
+    except ValueError as refused:
+        raise argparse.ArgumentTypeError(str(refused)) from None
 
 
 def _port(text: str) -> int:

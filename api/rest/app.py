@@ -10,6 +10,7 @@ from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
+from titen.api.rest.cors import cors
 from titen.api.rest.events import Events, EventStream, Subscribers
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
@@ -21,6 +22,7 @@ from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.openapi import document
 from titen.api.rest.reference import Docs, OpenAPIDocument
 from titen.api.rest.settings import DEFAULTS, ServerSettings
+from titen.api.rest.tickets import EventTickets
 from titen.api.rest.webhooks import (
     WebhookDeliveries,
     WebhookEnable,
@@ -43,6 +45,7 @@ ROUTES: tuple[tuple[str, type], ...] = (
     ("/v1/handoffs/{handoff_id}/resolve", HandoffResolution),
     ("/v1/events", Events),
     ("/v1/events/stream", EventStream),
+    ("/v1/events/tickets", EventTickets),
     ("/v1/audit/leases", AuditResource),
     ("/v1/audit/leases/{lease_id}", AuditLease),
     ("/v1/audit/handoffs/{handoff_id}", AuditHandoff),
@@ -64,10 +67,15 @@ def create_app(
     services: Services,
     settings: ServerSettings = DEFAULTS,
 ) -> falcon.App:
-    app = falcon.App(
-        middleware=[RequestLog(), RequestMetrics(), BodyLimit(), Authentication(services.keys)],
-        router=Router(),
-    )
+    middleware: list[object] = [RequestLog()]
+    if settings.cors_origins:
+        middleware.append(cors(settings.cors_origins))
+    middleware += [
+        RequestMetrics(),
+        BodyLimit(),
+        Authentication(services.keys, services.tickets),
+    ]
+    app = falcon.App(middleware=middleware, router=Router())
     errors.install(app)
     resources = _resources(services, settings)
     for template, resource in ROUTES:
@@ -95,6 +103,7 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
         HandoffResolution: HandoffResolution(services.handoffs, idempotency),
         Events: Events(recent, subscribers),
         EventStream: EventStream(recent, subscribers),
+        EventTickets: EventTickets(services.tickets),
         AuditResource: AuditResource(services.auditor),
         AuditLease: AuditLease(services.auditor),
         AuditHandoff: AuditHandoff(services.auditor),

@@ -1,4 +1,5 @@
-"""Bearer-key authentication for every resource but the public ones."""
+"""Who is calling: a bearer key, or on the event log's reads a ticket; public operations and
+OPTIONS need neither."""
 
 from __future__ import annotations
 
@@ -8,19 +9,31 @@ import falcon
 
 from titen.api.rest.errors import error
 from titen.api.rest.methods import contract_method
+from titen.api.rest.paging import single
 from titen.service.keys import Keys, Principal, key_hash
+from titen.service.tickets import Tickets
+
+TICKET = "ticket"
+BAD_TICKET = (
+    "The ticket is unknown, expired, or its key was revoked: ask POST /v1/events/tickets for "
+    "a new one."
+)
 
 
 class Authentication:
     """Falcon middleware; an operation its contract declares `public` is served to anyone, and
     so is OPTIONS (what a route allows is no secret, and a CORS preflight carries no key).
 
-    The key's hash stays in `req.context.key_hash`, so a subscription opened with the key can
-    watch for its revocation (service/revocations.py).
+    An operation that takes `tickets` is also served, when no Authorization header is sent, to
+    the bearer of a ticket (`?ticket=`, service/tickets.py) as the principal of the key that
+    asked for it; anywhere else a ticket is no credential at all. The key's hash (for a ticket,
+    its key's) stays in `req.context.key_hash`, so a subscription opened with it can watch for
+    its revocation (service/revocations.py).
     """
 
-    def __init__(self, keys: Keys):
+    def __init__(self, keys: Keys, tickets: Tickets):
         self.keys = keys
+        self.tickets = tickets
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
@@ -30,16 +43,31 @@ class Authentication:
         operation = getattr(resource, "contract", {}).get(contract_method(req))
         if operation is not None and operation.public:
             return
-        scheme, _, key = (req.get_header("Authorization") or "").partition(" ")
+        # Read before the lookup: a revocation seen after it is then noticed by `watch`.
+        req.context.key_generation = self.keys.generation
+        header = req.get_header("Authorization")
+        if header is None and operation is not None and operation.tickets and TICKET in req.params:
+            principal, hashed = self._by_ticket(req)
+        else:
+            principal, hashed = self._by_key(header or "")
+        req.context.principal = principal
+        req.context.key_hash = hashed
+
+    def _by_key(self, header: str) -> tuple[Principal, str]:
+        scheme, _, key = header.partition(" ")
         if scheme.lower() != "bearer":
             raise error(401)
         hashed = key_hash(key.strip())
-        req.context.key_generation = self.keys.generation
         principal = self.keys.authenticate_hash(hashed)
         if principal is None:
             raise error(401)
-        req.context.principal = principal
-        req.context.key_hash = hashed
+        return principal, hashed
+
+    def _by_ticket(self, req: falcon.Request) -> tuple[Principal, str]:
+        redeemed = self.tickets.redeem(single(req.params, TICKET) or "")
+        if redeemed is None:
+            raise error(401, BAD_TICKET)
+        return redeemed.principal, redeemed.key_hash
 
 
 def principal_of(req: falcon.Request) -> Principal:
@@ -47,6 +75,6 @@ def principal_of(req: falcon.Request) -> Principal:
 
 
 def key_of(req: falcon.Request) -> tuple[str, int]:
-    """The hash of the key the request was authenticated with, and the key cache's generation
-    before it was (what `Revocations.watch` takes)."""
+    """The hash of the key the request was authenticated with (for a ticket, its key's), and
+    the key cache's generation before it was (what `Revocations.watch` takes)."""
     return req.context.key_hash, req.context.key_generation

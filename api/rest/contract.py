@@ -61,6 +61,8 @@ class Operation:
     """Error codes beyond those every route of its kind answers (see `error_codes`)."""
     public: bool = False
     """Served without an API key."""
+    tickets: bool = False
+    """Also served with a ticket (`?ticket=`, from POST /v1/events/tickets) instead of a key."""
     media: str = JSON
     links: dict[str, Link] = field(default_factory=dict)
     idempotent: bool = False

@@ -5,8 +5,9 @@ of the handoff inbox's (api/paging.py); `next_cursor` is always one to resume fr
 waiting long-polls wait on the follower's signal, never on a database connection, and are
 bounded by a subscriber limit so they cannot take the threads that serve everything else. They
 read from memory what the follower read once for all of them (projections/recent_events.py).
-Each watches the key it was opened with: revoking the key ends a stream and answers a waiting
-long-poll 401, in every server process (service/revocations.py).
+Each watches the key it was opened with (or the key its ticket came from, for a browser:
+service/tickets.py): revoking the key ends a stream and answers a waiting long-poll 401, in
+every server process (service/revocations.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 
 import falcon
 
-from titen.api.rest.auth import key_of, principal_of
+from titen.api.rest.auth import TICKET, key_of, principal_of
 from titen.api.rest.contract import (
     EVENT_STREAM,
     INSTANT,
@@ -141,6 +142,7 @@ class Events:
             },
             answer=answers(obj({"events": array(EVENT), "next_cursor": STRING})),
             errors=("UNAVAILABLE",),
+            tickets=True,
         )
     )
 
@@ -150,7 +152,7 @@ class Events:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         organization = principal_of(req).organization
-        reject_unknown(req.params, {"after", "types", "limit", "wait"})
+        reject_unknown(req.params, {"after", "types", "limit", "wait", TICKET})
         after = _after(single(req.params, "after"), self.recent)
         types = _types(req)
         limit = read_limit(req.params)
@@ -199,6 +201,7 @@ class EventStream:
             answer=FRAME,
             media=EVENT_STREAM,
             errors=("UNAVAILABLE",),
+            tickets=True,
         )
     )
 
@@ -208,7 +211,7 @@ class EventStream:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         organization = principal_of(req).organization
-        reject_unknown(req.params, {"after", "types"})
+        reject_unknown(req.params, {"after", "types", TICKET})
         # A browser's EventSource reconnects to the URL it was opened with, `after` and all,
         # and names the last frame it received in Last-Event-ID: that one is where it stands.
         cursor = req.get_header("Last-Event-ID") or single(req.params, "after")

@@ -71,7 +71,15 @@ def document(routes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "An API key from `titen keys create`.",
-                }
+                },
+                "ticket": {
+                    "type": "apiKey",
+                    "in": "query",
+                    "name": "ticket",
+                    "description": "A ticket from `POST /v1/events/tickets`, for a browser's "
+                    "EventSource (which cannot send a key): read-only, 10 minutes, ended with "
+                    "its key. Used only when no Authorization header is sent.",
+                },
             },
             "schemas": {"Error": _error_schema(sorted(STATUS_OF, key=STATUS_OF.get))},
         },
@@ -90,6 +98,8 @@ def _operation(template: str, operation: Operation) -> dict[str, Any]:
         spec["description"] = operation.description
     if operation.public:
         spec["security"] = []
+    elif operation.tickets:
+        spec["security"] = [{"bearer": []}, {"ticket": []}]
     if operation.body is not None:
         spec["requestBody"] = {
             "required": True,

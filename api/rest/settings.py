@@ -40,6 +40,8 @@ class ServerSettings:
     """Seconds a connection may take to send a complete request head before it is closed."""
     connection_limit: int = 10_000
     """Open connections accepted at once; idle ones cost a socket each, not a thread."""
+    cors_origins: tuple[str, ...] = ()
+    """Web origins (`https://app.example.com`) whose pages may call the API; none by default."""
 
 
 DEFAULTS = ServerSettings()

@@ -1,0 +1,42 @@
+"""POST /v1/events/tickets: a ticket for a browser's EventSource, which cannot send a key.
+
+Not idempotent, unlike the other POSTs: replaying an answer would mean storing the ticket itself
+with the answer (a credential at rest, in clear), and a retry that makes a second ticket costs
+nothing (the first expires unused). The answer is never cached (`Cache-Control: no-store`).
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from titen.api.rest.auth import key_of
+from titen.api.rest.contract import INSTANT, STRING, Operation, answers, obj, operations
+from titen.domain.clock import iso
+from titen.service.tickets import Tickets
+
+TICKET_ANSWER = obj({"ticket": STRING, "expires_at": INSTANT})
+
+
+class EventTickets:
+    contract = operations(
+        post=Operation(
+            "createEventTicket",
+            "A ticket that opens the event log to a browser: `?ticket=` on GET /v1/events and "
+            "GET /v1/events/stream, for 10 minutes, until its key is revoked.",
+            answer=answers(TICKET_ANSWER),
+            status=201,
+            description="A ticket is read-only and accepted nowhere else; it acts as the key "
+            "that asked for it (its principal and organization), and revoking that key ends "
+            "it and the streams opened with it (docs/event-log.md).",
+        )
+    )
+
+    def __init__(self, tickets: Tickets):
+        self.tickets = tickets
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        hashed_key, _ = key_of(req)
+        issued = self.tickets.issue(hashed_key)
+        resp.status = falcon.HTTP_201
+        resp.set_header("Cache-Control", "no-store")
+        resp.media = {"data": {"ticket": issued.ticket, "expires_at": iso(issued.expires_at)}}

@@ -1,0 +1,78 @@
+"""Event tickets across real server processes sharing one database, on both backends: issued by
+one server, accepted by another, ended by `titen keys revoke` (streams opened with a ticket
+close too), and never written to a server's log."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support import TITEN, EventStreamReader, Http, Server, create_key, titen
+
+ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
+ENDS_WITHIN_SECONDS = 3  # the promise is 1 s; slack for a loaded two-core machine
+
+
+@pytest.fixture
+def servers(database: str) -> Iterator[list[Server]]:
+    started = [Server(database, 4, "--heartbeat-seconds", "60") for _ in range(2)]
+    yield started
+    for server in started:
+        server.stop()
+
+
+def test_a_ticket_from_one_server_opens_streams_on_every_server_until_its_key_is_revoked(
+    servers,
+):
+    database = servers[0].database
+    reader = create_key(database, "acme", "agent_reader")
+    writer = create_key(database, "acme", "agent_writer")
+    status, body = Http(servers[0].url, reader).request("POST", "/v1/events/tickets")
+    assert status == 201, body
+    ticket = body["data"]["ticket"]
+    streams = [EventStreamReader(s.url, None, f"?ticket={ticket}") for s in servers]
+    assert [s.status for s in streams] == [200, 200]
+    assert Http(servers[1].url, writer).request("POST", "/v1/leases", ACQUIRE)[0] == 201
+    for stream in streams:
+        assert stream.events(1)[0]["data"]["resource_id"] == "r"
+
+    titen("keys", "revoke", "--org", "acme", "--principal", "agent_reader", database=database)
+    revoked_at = time.monotonic()
+
+    for stream in streams:
+        for _ in stream.frames():
+            pass  # read to its end
+        assert time.monotonic() - revoked_at < ENDS_WITHIN_SECONDS
+        stream.close()
+    for server in servers:
+        refused = EventStreamReader(server.url, None, f"?ticket={ticket}")
+        assert refused.status == 401
+        refused.close()
+        status, _ = Http(server.url).request("GET", f"/v1/events?ticket={ticket}")
+        assert status == 401
+    for server in servers:
+        server.stop()
+        secret = ticket.removeprefix("titen_ticket_")
+        assert secret not in server.log and "ticket=" not in server.log
+        assert "/v1/events/stream" in server.log  # the requests were logged, without it
+
+
+def test_a_cors_origin_that_is_not_one_is_refused_at_start(tmp_path):
+    run = subprocess.run(
+        [
+            TITEN,
+            "serve",
+            "--cors-origin",
+            "https://app.example.com/",
+            "--database",
+            f"sqlite:///{tmp_path}/t.db",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 2
+    assert "is not an origin" in run.stderr and "Traceback" not in run.stderr
