@@ -142,8 +142,8 @@ class ValidatingServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         checker = CHECKERS.get(name)
         refused = None if checker is None else refusal(arguments, checker)
-        if refused is not None:
-            raise ToolError(refused)
+        if refused is not None:  # worded as the SDK words every tool's failure
+            raise ToolError(f"Error executing tool {name}: {refused}")
         return await super().call_tool(name, arguments, context)
 
 

@@ -333,7 +333,8 @@ def test_arguments_are_checked_as_rest_checks_them_in_rests_words(world):
         async with mcp_session(world.url, world.keys["agent_alice"]) as alice:
             for tool, arguments, message in refusals:
                 refused = await alice.call_tool(tool, arguments)
-                assert refused.is_error and text(refused) == message, (arguments, text(refused))
+                expected = f"Error executing tool {tool}: {message}"
+                assert refused.is_error and text(refused) == expected, (arguments, text(refused))
             await still_answers(alice)
             emoji = await alice.call_tool("titen_lease_acquire", {**acquire, "resource_id": "🚀"})
             assert not emoji.is_error, text(emoji)
