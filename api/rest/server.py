@@ -72,6 +72,8 @@ def _run(services: Services, settings: ServerSettings, server: Server) -> None:
     follower.on_notify.append(doorbell.ring)
     webhooks = _webhook_workers(services, settings, doorbell)
     webhooks.start()
+    if settings.cors_origins:
+        log.info("CORS for pages from %s", ", ".join(settings.cors_origins))
     log.info(
         "titen serving on http://%s:%d (database %s)",
         settings.host,

@@ -1,10 +1,11 @@
 """Event tickets across real server processes sharing one database, on both backends: issued by
-one server, accepted by another, ended by `titen keys revoke` (streams opened with a ticket
-close too), and never written to a server's log."""
+one server, accepted by another, ended by `titen keys revoke` (streams and waiting long-polls
+opened with a ticket end too), and never written to a server's log."""
 
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -14,6 +15,21 @@ from tests.support import TITEN, EventStreamReader, Http, Server, create_key, ti
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
 ENDS_WITHIN_SECONDS = 3  # the promise is 1 s; slack for a loaded two-core machine
+
+
+class LongPoll(threading.Thread):
+    """GET /v1/events?after=latest&wait=30 with a ticket, in the background."""
+
+    def __init__(self, server: Server, ticket: str):
+        super().__init__(daemon=True)
+        self.http = Http(server.url)
+        self.path = f"/v1/events?after=latest&wait=30&ticket={ticket}"
+        self.answered_at = 0.0
+        self.answer: tuple[int, dict | None] = (0, None)
+
+    def run(self) -> None:
+        self.answer = self.http.request("GET", self.path)
+        self.answered_at = time.monotonic()
 
 
 @pytest.fixture
@@ -38,6 +54,11 @@ def test_a_ticket_from_one_server_opens_streams_on_every_server_until_its_key_is
     assert Http(servers[1].url, writer).request("POST", "/v1/leases", ACQUIRE)[0] == 201
     for stream in streams:
         assert stream.events(1)[0]["data"]["resource_id"] == "r"
+    polls = [LongPoll(s, ticket) for s in servers]
+    for poll in polls:
+        poll.start()
+    time.sleep(0.3)  # the long-polls are waiting
+    assert all(poll.is_alive() for poll in polls)
 
     titen("keys", "revoke", "--org", "acme", "--principal", "agent_reader", database=database)
     revoked_at = time.monotonic()
@@ -47,6 +68,10 @@ def test_a_ticket_from_one_server_opens_streams_on_every_server_until_its_key_is
             pass  # read to its end
         assert time.monotonic() - revoked_at < ENDS_WITHIN_SECONDS
         stream.close()
+    for poll in polls:
+        poll.join(ENDS_WITHIN_SECONDS)
+        assert poll.answer[0] == 401, poll.answer
+        assert poll.answered_at - revoked_at < ENDS_WITHIN_SECONDS
     for server in servers:
         refused = EventStreamReader(server.url, None, f"?ticket={ticket}")
         assert refused.status == 401
