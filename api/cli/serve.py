@@ -80,9 +80,10 @@ def add_commands(commands: Any) -> None:
     )
     serve.add_argument(
         "--webhook-workers",
-        type=int,
+        type=_workers,
         default=DEFAULTS.webhook_workers,
-        help="threads delivering webhooks in this process",
+        help=f"threads delivering webhooks in this process, 1-256 (default "
+        f"{DEFAULTS.webhook_workers}; docs/webhooks.md)",
     )
     serve.add_argument(
         "--cors-origin",
@@ -138,6 +139,17 @@ def _origin(text: str) -> str:
         return parse_origin(text)
     except ValueError as refused:
         raise argparse.ArgumentTypeError(str(refused)) from None
+
+
+def _workers(text: str) -> int:
+    """At least one: with none, subscriptions would be accepted and never delivered."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 256:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a worker count (1-256)")
+    return count
 
 
 def _port(text: str) -> int:

@@ -134,3 +134,24 @@ def test_keys_create_refuses_identifiers_as_the_api_does(database, option, value
     assert refused.returncode == 2 and refused.stdout == ""
     assert f"titen: {reason}" in refused.stderr and "Traceback" not in refused.stderr
     assert titen("keys", "list", "--org", names["--org"], database=database).stdout == ""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["serve", "--webhook-workers", "0"],
+        ["serve", "--webhook-workers", "-3"],
+        ["serve", "--webhook-retry-seconds", "5,-1"],
+        ["relay", "nats", "--stream", "a.b"],
+        ["relay", "nats", "--name", "x*"],
+        ["relay", "nats", "--subject-prefix", "titen.>"],
+    ],
+)
+def test_bad_delivery_options_exit_2_before_doing_anything(tmp_path, command):
+    database = f"sqlite:///{tmp_path}/titen.db"
+    result = subprocess.run(
+        [TITEN, *command, "--database", database], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "titen.db").exists()
