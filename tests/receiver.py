@@ -20,9 +20,16 @@ class Received:
 
 
 class Receiver:
-    def __init__(self, answer: Callable[[Received], int] | None = None, delay: float = 0):
+    def __init__(
+        self,
+        answer: Callable[[Received], int] | None = None,
+        delay: float = 0,
+        reply: bytes | None = None,
+    ):
+        """`reply` is the body of every answer (default: `answered <status>`)."""
         self.answer = answer or (lambda _request: 200)
         self.delay = delay
+        self.reply = reply
         self.received: list[Received] = []
         self._changed = threading.Condition()
         receiver = self
@@ -42,7 +49,7 @@ class Receiver:
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 status = receiver.answer(request)
-                body = f"answered {status}".encode()
+                body = receiver.reply or f"answered {status}".encode()
                 self.send_response(status)
                 if 300 <= status < 400:
                     self.send_header("location", "http://127.0.0.1:9/elsewhere")

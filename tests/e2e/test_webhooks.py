@@ -196,6 +196,18 @@ def test_to_principal_delivers_only_handoffs_addressed_to_it(server, receiver):
     assert {json.loads(r.body)["data"]["to_principal"] for r in got} == {"agent_bob"}
 
 
+def test_only_events_the_owner_may_read_are_delivered(server, receiver):
+    (alice,) = keys(server.database, "agent_alice")
+    (mallory,) = keys(server.database, "agent_mallory", org="other")
+    subscribe(Http(server.url, alice), receiver.url)
+    acquire(Http(server.url, mallory), "theirs")  # another organization's event
+    mine = acquire(Http(server.url, alice), "mine")["lease_id"]
+    got = receiver.wait_for(1)
+    time.sleep(0.5)
+    assert lease_ids(receiver.received) == [mine]
+    assert json.loads(got[0].body)["source"] == "/titen/organizations/acme"
+
+
 def test_delivery_resumes_after_a_restart_and_after_kill_9(database, receiver):
     healthy = threading.Event()
     healthy.set()

@@ -165,3 +165,32 @@ def test_a_host_that_now_resolves_privately_is_a_failed_attempt_and_nothing_is_s
         assert json.loads(request.body)["cursor"]
     finally:
         receiver.close()
+
+
+def test_an_answer_after_the_timeout_is_a_failed_attempt():
+    receiver = Receiver(delay=1.5)
+    try:
+        hook = webhook(receiver.url)
+        sender = WebhookSender(
+            OneWebhook(hook), Targets(True), RetrySchedule((1,)), FakeClock(), timeout=0.5
+        )
+        outcome = sender.open(CONSUMER).send([EVENT], 1)
+        assert outcome.delivered == 0
+        assert outcome.attempt.error == "timed out"
+        assert outcome.attempt.status_code is None
+        assert len(receiver.received) == 1  # it was sent; the answer came too late
+    finally:
+        receiver.close()
+
+
+def test_the_response_excerpt_is_the_first_kibibyte_of_the_answer():
+    receiver = Receiver(reply=b"x" * 5000)
+    try:
+        sender = WebhookSender(
+            OneWebhook(webhook(receiver.url)), Targets(True), RetrySchedule((1,)), FakeClock()
+        )
+        attempt = sender.open(CONSUMER).send([EVENT], 1).attempt
+        assert (attempt.status_code, attempt.error) == (200, None)
+        assert attempt.response_excerpt == "x" * 1024
+    finally:
+        receiver.close()
