@@ -20,6 +20,7 @@ from titen.api.rest.logs import RequestLog
 from titen.api.rest.methods import Router
 from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.openapi import document
+from titen.api.rest.path_ids import PathIds
 from titen.api.rest.reference import Docs, OpenAPIDocument
 from titen.api.rest.settings import DEFAULTS, ServerSettings
 from titen.api.rest.tickets import EventTickets
@@ -74,6 +75,7 @@ def create_app(
         RequestMetrics(),
         BodyLimit(),
         Authentication(services.keys, services.tickets),
+        PathIds(),
     ]
     app = falcon.App(middleware=middleware, router=Router())
     errors.install(app)

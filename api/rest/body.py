@@ -17,6 +17,10 @@ from titen.api.rest.errors import error
 from titen.api.validation import refusal
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_DEPTH = 32
+"""Arrays and objects nested deeper than this are refused: no request needs more, and the
+parser, the schema check and the walks after it all recurse (a 1 MiB body can nest ~500,000
+deep)."""
 
 
 class BodyLimit:
@@ -39,14 +43,42 @@ def read_json(req: falcon.Request, checker: Any) -> dict[str, Any]:
         falcon.MEDIA_JSON
     ):
         raise error(415)
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise error(400, f"The request body is not valid JSON: {exc}.") from None
+    body = parse_json(raw, "The request body")
     refused = refusal(body, checker)
     if refused is not None:
         raise error(400, refused)
     return body
+
+
+def parse_json(raw: bytes | str, what: str) -> Any:
+    """JSON from a client, nested at most MAX_DEPTH deep; 400 naming `what` otherwise."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        value = None
+        too_deep = True
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise error(400, f"{what} is not valid JSON: {exc}.") from None
+    else:
+        too_deep = depth_over(value, MAX_DEPTH)
+    if too_deep:
+        raise error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
+    return value
+
+
+def depth_over(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` deep (walked without recursion)."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return False
+    return any(isinstance(item, dict | list) for item in level)
 
 
 def decoded(req: falcon.Request, raw: bytes) -> bytes:

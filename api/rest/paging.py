@@ -22,6 +22,8 @@ from titen.domain.cursors import CURSOR_VERSION, encode_cursor
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
+MAX_POSITION = 2**63 - 1
+"""Positions are signed 64-bit integers in both stores: a cursor beyond is no cursor we made."""
 LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
 PAGE_QUERY = {
     "limit": LIMIT,
@@ -76,12 +78,12 @@ def decode_cursor(cursor: str, name: str = "cursor") -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         value = json.loads(raw)
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):  # RecursionError: JSON nested deep
         raise invalid from None
     if not isinstance(value, dict) or set(value) != {"v", "after"}:
         raise invalid
     after = value["after"]
-    if value["v"] != CURSOR_VERSION or type(after) is not int or after < 0:
+    if value["v"] != CURSOR_VERSION or type(after) is not int or not 0 <= after <= MAX_POSITION:
         raise invalid
     if encode_cursor(after) != cursor:
         raise invalid
