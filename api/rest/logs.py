@@ -65,15 +65,46 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """`time LEVEL logger message key=value…`, then the traceback, if any, on its own lines."""
+    """`time LEVEL logger message key=value…`, then the traceback, if any, on its own lines.
+
+    What a client sent (a path, decoded: `%0A` is a line break) reaches the message and the
+    fields, so both are escaped: a control or line-separating character is written as `\\xNN` or
+    `\\uNNNN`, and a field value that could pass for more pairs (a space, `=`, a quote) is quoted
+    as JSON. One record is one line, whatever the request held. (JSON lines are escaped by
+    `json.dumps` already.)
+    """
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         fields = getattr(record, "fields", {})
-        pairs = "".join(f" {name}={value}" for name, value in fields.items())
-        return super().formatMessage(record) + pairs
+        pairs = "".join(f" {name}={_field(value)}" for name, value in fields.items())
+        return escape(super().formatMessage(record)) + pairs
+
+
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\\\\]")
+"""Characters a text line cannot show as they are: controls (C0, DEL, C1 with NEL), the Unicode
+line and paragraph separators, and the backslash that starts an escape."""
+LOOSE = re.compile(r'[\s="]')
+
+
+def escape(text: str) -> str:
+    """`text` on one line, every unsafe character escaped as Python writes it."""
+    return UNSAFE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\\":
+        return "\\\\"
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _field(value: object) -> str:
+    text = str(value)
+    return json.dumps(text) if LOOSE.search(text) else escape(text)
 
 
 def request_id(req: falcon.Request) -> str | None:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
+import socket
+
+import pytest
 
 from tests.support import Server, create_key
 
@@ -62,3 +66,48 @@ def test_text_lines_when_asked(database):
     [line] = [line for line in server.log.splitlines() if "request_id=probe-9" in line]
     assert " INFO titen.requests GET /healthz 200 " in line
     assert "route=/healthz" in line
+
+
+FORGING = [
+    "/v1/leases/x%0A2026-01-01T00:00:00%20INFO%20titen.requests%20GET%20/healthz%20200",
+    "/v1/leases/x%0D%0Aforged",
+    "/v1/leases/x%C2%85forged",  # NEL
+    "/v1/leases/x%E2%80%A8forged",  # LINE SEPARATOR
+    "/v1/leases/x%20request_id=forged",
+]
+
+
+def raw_get(port: int, path: str, request_id: str) -> int:
+    """A request line sent as written, percent-escapes and all."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Request-Id: {request_id}\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return int(answer.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_path_cannot_forge_a_log_line(tmp_path, log_format):
+    server = Server(f"sqlite:///{tmp_path}/titen.db", 2, "--log-format", log_format)
+    try:
+        for n, path in enumerate(FORGING):
+            assert raw_get(server.port, path, f"probe-{n}") in (401, 404)
+    finally:
+        server.stop()
+    lines = server.log.splitlines()  # splits at every line break Unicode knows, NEL included
+    for line in lines:  # each line is one whole record
+        if log_format == "json":
+            json.loads(line)
+        else:
+            assert re.match(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:,]+ [A-Z]+ titen", line), line
+    for n in range(len(FORGING)):
+        assert len([line for line in lines if f"probe-{n}" in line]) == 1
+    if log_format == "text":  # a value that could pass for more pairs is quoted
+        [spaced] = [line for line in lines if "probe-4" in line]
+        assert ' path="/v1/leases/x request_id=forged" ' in spaced
+        [broken] = [line for line in lines if "probe-0" in line]
+        assert "GET /v1/leases/x\\x0a2026-01-01T00:00:00 INFO" in broken
