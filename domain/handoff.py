@@ -75,8 +75,12 @@ class Handoff(Aggregate):
         )
 
     def resolve(self, *, organization: str, by: str, accept: bool, now: datetime) -> None:
-        """Accept or reject, once, as the target; only a pending handoff is found at all."""
-        if self.organization != organization or self.status != PENDING:
+        """Accept or reject, once, as the target; only a pending handoff is found at all, and
+        only by its two parties: the sender is told it is not the target (the spec's 400), anyone
+        else finds nothing, as GET /v1/handoffs/{id} answers them (the handoff's existence is
+        not theirs to learn)."""
+        parties = (self.from_principal, self.to_principal)
+        if self.organization != organization or self.status != PENDING or by not in parties:
             raise NotFound(f"No pending handoff {self.handoff_id}.")
         if by != self.to_principal:
             raise NotTarget()

@@ -199,11 +199,29 @@ def test_the_sender_cannot_resolve_on_the_recipients_behalf(
 ):
     handoff_id = created(client, sender)
     before = event_count(services)
-    for key in (sender, bystander):
-        for status in ("accepted", "rejected"):
-            result = resolve(client, key, handoff_id, status)
-            assert result.status_code == 400
-            assert result.json == NOT_TARGET
+    for status in ("accepted", "rejected"):
+        result = resolve(client, sender, handoff_id, status)
+        assert result.status_code == 400
+        assert result.json == NOT_TARGET
+    assert event_count(services) == before
+    assert show(client, sender, handoff_id).json["data"]["status"] == "pending"
+    assert len(inbox(client, reviewer)["handoffs"]) == 1
+
+
+def test_a_bystander_resolving_finds_nothing_as_get_answers_it(
+    client, services, sender, reviewer, bystander
+):
+    handoff_id = created(client, sender)
+    before = event_count(services)
+    unknown = resolve(client, bystander, "hoff_" + "0" * 32, "accepted")
+    assert show(client, bystander, handoff_id).status_code == 404
+    for status in ("accepted", "rejected"):
+        result = resolve(client, bystander, handoff_id, status)
+        assert result.status_code == 404
+        assert result.json == {
+            "error": {"code": "NOT_FOUND", "message": f"No pending handoff {handoff_id}."}
+        }
+        assert result.json["error"]["code"] == unknown.json["error"]["code"]
     assert event_count(services) == before
     assert show(client, sender, handoff_id).json["data"]["status"] == "pending"
     assert len(inbox(client, reviewer)["handoffs"]) == 1

@@ -146,8 +146,11 @@ class Model:
         handoff = self.handoffs.get(handoff_id)
         if handoff is None or handoff.organization != who.organization:
             return 404
-        if handoff.status != "pending":
-            return 404
+        if handoff.status != "pending" or who.name not in (
+            handoff.from_principal,
+            handoff.to_principal,
+        ):
+            return 404  # a bystander learns nothing, as GET answers them
         if handoff.to_principal != who.name:
             return 400
         handoff.status = "accepted" if accept else "rejected"

@@ -70,9 +70,10 @@ def test_resolution_is_single_shot():
 
 def test_only_the_target_may_resolve():
     handoff = new_handoff()
-    for by in ("agent_sender", "agent_bystander"):
-        with pytest.raises(NotTarget):
-            handoff.resolve(organization="acme", by=by, accept=True, now=NOW)
+    with pytest.raises(NotTarget):
+        handoff.resolve(organization="acme", by="agent_sender", accept=True, now=NOW)
+    with pytest.raises(NotFound):  # neither party: nothing to find, as GET answers
+        handoff.resolve(organization="acme", by="agent_bystander", accept=True, now=NOW)
     assert handoff.status == PENDING
     assert len(handoff.collect_events()) == 1
 
