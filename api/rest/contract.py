@@ -71,8 +71,8 @@ class Operation:
     def error_codes(self) -> list[str]:
         """Every code this operation can answer, in status order."""
         codes = {*self.errors, CODES[500]}
-        if not self.public:
-            codes.add(CODES[401])
+        if not self.public:  # every route behind a key reads the database: 503 in an outage
+            codes |= {CODES[401], CODES[503]}
         if self.body is not None:
             codes |= {CODES[400], CODES[413], CODES[415]}
         if self.query:

@@ -12,6 +12,7 @@ from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
+from titen.storage.outages import OUTAGES
 
 log = logging.getLogger("titen.api")
 
@@ -40,13 +41,19 @@ DEFAULT_MESSAGES = {
     500: "Internal error.",
     503: "The service is unavailable; retry.",
 }
+RETRY_AFTER_SECONDS = 2
+"""Sent with every 503: when a client may try again (an outage, contention, a full server)."""
 
 
 class Refusal(falcon.HTTPError):
     """An error answer with its envelope code: the status's own (CODES) unless one is named."""
 
     def __init__(self, status: int, message: str | None = None, code: str | None = None):
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        headers = None
+        if status == 401:
+            headers = {"WWW-Authenticate": "Bearer"}
+        elif status == 503:
+            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         super().__init__(status, description=message, headers=headers)
         self.envelope_code = code
 
@@ -82,6 +89,20 @@ def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
     raise exc
 
 
+def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+    """The database did not answer: nothing was changed, so the client is told to retry. A
+    condition, not a defect, so a warning without a traceback (a 500 logs one)."""
+    log.warning(
+        "database unavailable on %s %s: %s: %s",
+        req.method,
+        req.path,
+        type(exc).__name__,
+        str(exc).splitlines()[0] if str(exc) else "",
+        extra={"fields": {"request_id": request_id(req)}},
+    )
+    raise error(503, "The database is unavailable; retry shortly.")
+
+
 def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
     if isinstance(exc, falcon.HTTPError):
         raise exc
@@ -99,3 +120,4 @@ def install(app: falcon.App) -> None:
     app.add_error_handler(Exception, _unexpected)
     for kind in (LeaseHeld, NotFound, NotTarget, InvalidField, Contention):
         app.add_error_handler(kind, _domain)
+    app.add_error_handler(OUTAGES, _outage)

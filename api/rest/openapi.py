@@ -28,6 +28,10 @@ REPLAYED = {
     "description": "`true` when this answer is the stored one of an earlier identical request.",
     "schema": {"type": "string", "enum": ["true"]},
 }
+RETRY_AFTER = {
+    "description": "Seconds to wait before retrying.",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
 REASONS = {
     400: "The request is malformed; the message names the field.",
     401: "No valid API key.",
@@ -148,6 +152,8 @@ def _responses(operation: Operation) -> dict[str, Any]:
             "description": f"{REASONS[status]} Codes: {', '.join(codes)}.",
             "content": {JSON: {"schema": _error_schema(codes)}},
         }
+        if status == 503:
+            responses[str(status)]["headers"] = {"Retry-After": RETRY_AFTER}
     return responses
 
 

@@ -32,7 +32,7 @@ class ServerSettings:
     """"json" or "text"; None picks text on a terminal, JSON otherwise."""
     webhook_retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS
     """The pause before each retry of a failed webhook delivery (each jittered by ±20%)."""
-    webhook_workers: int = 4
+    webhook_workers: int = 8
     """Threads delivering webhooks in this process (each delivers one subscription at a time)."""
     allow_private_webhooks: bool = False
     """Let webhooks target loopback, private, link-local and multicast addresses."""
