@@ -7,9 +7,11 @@ loopback (tests/receiver.py, one per subscription, answering 200 at once):
 1. Commit-to-delivery latency: `--subscriptions` webhooks of every type, then `--events` leases
    acquired one at a time at `--rate` per second through the server. For each event and each
    subscription: when the receiver had read the delivery, measured from when the POST of the
-   acquire was sent ("from sent": over-states the latency by the request's own duration, since
-   the commit happens inside it) and from when its 201 came back ("from answered").
-   Target: p99 <= 100 ms for a healthy endpoint.
+   acquire was sent ("from sent": over-states the latency by the whole request, since the commit
+   happens inside it), from the event's own `time` (taken by the command just before its
+   transaction, millisecond resolution, the same clock: over-states by the transaction only),
+   and from when its 201 came back ("from answered": under-states by the answer's way back).
+   Target: p99 <= 100 ms for a healthy endpoint, judged from the event's time.
 2. Deliveries per second, for each worker count of `--workers`: new subscriptions are made,
    the server is stopped, `--backlog` leases are acquired in-process (the application's own
    commands), and a server with `--webhook-workers N` is started on that store: every
@@ -43,6 +45,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import nats
@@ -99,20 +102,25 @@ def latency(database: str, key: str, args: argparse.Namespace) -> dict[str, str]
             for receiver in targets:
                 receiver.wait_for(args.events, timeout=60)
             arrivals = [
-                (json.loads(r.body)["data"]["lease_id"], r.at)
-                for receiver in targets
-                for r in receiver.received
+                (json.loads(r.body), r.at) for receiver in targets for r in receiver.received
             ]
     finally:
         server.stop()
-    from_sent = [at - sent[lease_id][0] for lease_id, at in arrivals]
-    from_answered = [at - sent[lease_id][1] for lease_id, at in arrivals]
+    from_sent = [at - sent[event["data"]["lease_id"]][0] for event, at in arrivals]
+    from_time = [at - instant(event["time"]) for event, at in arrivals]
+    from_answered = [at - sent[event["data"]["lease_id"]][1] for event, at in arrivals]
     return {
         "delivered": f"{len(arrivals)}/{args.events * args.subscriptions}",
         "from sent p50/p99 ms": f"{ms(from_sent, 50)} / {ms(from_sent, 99)}",
+        "from event time p50/p99 ms": f"{ms(from_time, 50)} / {ms(from_time, 99)}",
         "from answered p50/p99 ms": f"{ms(from_answered, 50)} / {ms(from_answered, 99)}",
-        "target p99 <= 100 ms": "met" if ms(from_sent, 99) <= 100 else "MISSED",
+        "target p99 <= 100 ms (from event time)": "met" if ms(from_time, 99) <= 100 else "MISSED",
     }
+
+
+def instant(text: str) -> float:
+    """An event's `time` (taken in the command, before its commit) as time.time() reads."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def throughput(database: str, key: str, workers: int, args: argparse.Namespace) -> float:

@@ -254,14 +254,14 @@ class Delivery:
         current: Consumer | None = consumer
         events: list[Published] = []
         while current is not None and not stop.is_set():
-            channel = sink.open(current)
-            if channel is None:
-                return
             # What was read and is still ahead is handed over before the log is read again: a
             # sink taking one event per send would otherwise read (and decode) a whole scan
             # batch per event.
             events = [e for e in events if e.position > current.position] or self._after(current)
             if not events:
+                return
+            channel = sink.open(current)
+            if channel is None:
                 return
             wanted = [event for event in events if channel.wants(event)]
             offered = wanted[: sink.batch]
