@@ -1,20 +1,40 @@
-"""What a database outage looks like to the layers above the store: one tuple of exception types.
+"""Whether a database error means "not now" (an outage: retry) rather than a defect.
 
-The library wraps each driver's errors: a connection refused or dropped, or none got from the
-pool within its timeout, is its `OperationalError` (SQLite's "database is locked" past the busy
-timeout too), a connection closed under a query its `InterfaceError`. Code that talks to
-PostgreSQL through psycopg directly (the follower's LISTEN, key revocations) meets psycopg's own.
-Each means "not now": the request changed nothing and may be retried, so the API answers 503.
+The library wraps each driver's errors in its own classes, and its `OperationalError` covers both
+kinds: from psycopg, a connection refused or dropped, or none got from the pool in time (psycopg's
+`OperationalError` and `InterfaceError`, lock and statement timeouts included); from sqlite3, a
+database locked past the busy timeout or not openable, but also a missing table (a defect). So
+the driver's own error, at the end of the `__cause__` chain, decides. Code that talks to
+PostgreSQL through psycopg directly (the follower's LISTEN, key revocations) raises psycopg's
+errors unwrapped. An outage changed nothing, so the API answers 503.
 """
 
 from __future__ import annotations
 
-import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError
+import sqlite3
 
-OUTAGES: tuple[type[Exception], ...] = (
+import psycopg
+from eventsourcing.persistence import ConnectionUnavailableError, InterfaceError, OperationalError
+
+CANDIDATES: tuple[type[Exception], ...] = (
     OperationalError,
     InterfaceError,
     psycopg.OperationalError,
     psycopg.InterfaceError,
 )
+"""The classes an outage is raised as; `is_outage` tells which of their instances are one."""
+SQLITE_OUTAGES = ("database is locked", "database table is locked", "unable to open", "disk i/o")
+
+
+def is_outage(exc: BaseException) -> bool:
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, psycopg.Error):
+            return isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
+        if isinstance(cause, sqlite3.Error):
+            message = str(cause).lower()
+            return isinstance(cause, sqlite3.OperationalError) and any(
+                text in message for text in SQLITE_OUTAGES
+            )
+        cause = cause.__cause__
+    return isinstance(exc, ConnectionUnavailableError)  # no pool connection free in time

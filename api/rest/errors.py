@@ -12,7 +12,7 @@ from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
-from titen.storage.outages import OUTAGES
+from titen.storage.outages import CANDIDATES, is_outage
 
 log = logging.getLogger("titen.api")
 
@@ -92,6 +92,8 @@ def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
 def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
     """The database did not answer: nothing was changed, so the client is told to retry. A
     condition, not a defect, so a warning without a traceback (a 500 logs one)."""
+    if not is_outage(exc):
+        _unexpected(req, resp, exc, params)
     log.warning(
         "database unavailable on %s %s: %s: %s",
         req.method,
@@ -120,4 +122,4 @@ def install(app: falcon.App) -> None:
     app.add_error_handler(Exception, _unexpected)
     for kind in (LeaseHeld, NotFound, NotTarget, InvalidField, Contention):
         app.add_error_handler(kind, _domain)
-    app.add_error_handler(OUTAGES, _outage)
+    app.add_error_handler(CANDIDATES, _outage)
