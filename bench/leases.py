@@ -378,6 +378,8 @@ def titen_server(args: argparse.Namespace, url: str) -> Iterator[Server]:
     port = free_port()
     command = [TITEN, "serve", "--host", HOST, "--port", str(port)]
     command += ["--threads", str(args.threads), "--database", url]
+    if args.workers:
+        command += ["--workers", str(args.workers)]
     with process(command, "titen") as proc:
         wait_until_up(proc, port, "/healthz", accept=(200,))
         yield Server(f"http://{HOST}:{port}", proc.pid)
@@ -795,6 +797,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--threads", type=int, default=16, help="waitress threads, both servers")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="titen serve --workers (default: titen's own default for the backend)",
+    )
     parser.add_argument("--duration", type=int, default=10, help="seconds per throughput run")
     parser.add_argument(
         "--latency-duration", type=int, default=10, help="seconds per history-latency run"

@@ -161,7 +161,16 @@ def create_key(database: str, org: str, principal: str, role: str = "agent") -> 
 class Server:
     """A real `titen serve` process on a free port."""
 
-    def __init__(self, database: str, threads: int = 8, *options: str, port: int = 0):
+    def __init__(
+        self,
+        database: str,
+        threads: int = 8,
+        *options: str,
+        port: int = 0,
+        own_group: bool = False,
+    ):
+        """`own_group`: the server leads a process group of its own, as a shell job does, so
+        that a test can send the group what a terminal sends on Ctrl-C."""
         self.database = database
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -177,10 +186,13 @@ class Server:
                 str(threads),
                 "--database",
                 database,
+                # One process unless a test asks for workers: limits and counts are per process.
+                *([] if "--workers" in options else ["--workers", "1"]),
                 *options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=self._log,
+            process_group=0 if own_group else None,
         )
         self._wait_healthy()
 
@@ -215,12 +227,51 @@ class Server:
         self.process.wait()
         self._collect_log()
 
+    def log_so_far(self) -> str:
+        """What the server has written to stderr until now, while it runs (read without moving
+        the file's offset, which the server's processes write at)."""
+        if self._log.closed:
+            return self.log
+        fd = self._log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
+    def log_lines(self) -> list[dict]:
+        """The JSON lines of `log_so_far` (a server started with --log-format json)."""
+        return [
+            jsonlib.loads(line) for line in self.log_so_far().splitlines() if line.startswith("{")
+        ]
+
     def _collect_log(self) -> None:
         """Keep what the server wrote to stderr (its request log) as `self.log`."""
         if not self._log.closed:
             self._log.seek(0)
             self.log = self._log.read()
             self._log.close()
+
+
+def child_pids(pid: int) -> set[int]:
+    """The live processes whose parent is `pid` (zombies not counted: they serve nothing)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        state, parent = stat.rpartition(")")[2].split()[:2]
+        if int(parent) == pid and state != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie, exited but not reaped, is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 class Http:
@@ -232,9 +283,14 @@ class Http:
         self.key = key
 
     def request(
-        self, method: str, path: str, json: object = None, key: str | None = None
+        self,
+        method: str,
+        path: str,
+        json: object = None,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, dict | None]:
-        headers = {}
+        headers = dict(headers or {})
         token = key or self.key
         if token:
             headers["authorization"] = f"Bearer {token}"

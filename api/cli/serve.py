@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from titen.api.cli.options import database_command, open_services
-from titen.api.rest.settings import DEFAULTS, ServerSettings
+from titen.api.rest.settings import DEFAULT_WORKERS, DEFAULTS, ServerSettings
+from titen.storage.database import parse
 
 
 def add_commands(commands: Any) -> None:
@@ -14,7 +16,18 @@ def add_commands(commands: Any) -> None:
     serve.add_argument("--host", default=DEFAULTS.host)
     serve.add_argument("--port", type=int, default=DEFAULTS.port)
     serve.add_argument(
-        "--threads", type=int, default=DEFAULTS.threads, help="request worker threads"
+        "--workers",
+        type=_process_count,
+        default=DEFAULTS.workers,
+        help="server processes sharing the port and the database (default: "
+        + ", ".join(f"{n} on {kind}" for kind, n in DEFAULT_WORKERS.items())
+        + "); the limits below apply to each",
+    )
+    serve.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULTS.threads,
+        help="request worker threads (in each worker process)",
     )
     serve.add_argument(
         "--max-subscribers",
@@ -115,6 +128,7 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
     return ServerSettings(
         host=args.host,
         port=args.port,
+        workers=args.workers or DEFAULT_WORKERS[parse(args.database).kind],
         threads=args.threads,
         max_subscribers=args.max_subscribers,
         max_subscribers_per_org=args.max_subscribers_per_org,
@@ -162,13 +176,42 @@ def _port(text: str) -> int:
     return port
 
 
+def _process_count(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers (1 or more)")
+    return count
+
+
 def _serve(args: argparse.Namespace) -> int:
-    from titen.api.rest.logs import configure, default_format
-    from titen.api.rest.server import serve
+    from titen.api.rest.signals import stop_on_signals
 
     settings = _settings(args)
-    configure(settings.log_format or default_format())
+    stop_on_signals()  # from here on, SIGTERM or Ctrl-C stops the server and it exits 0
+    try:
+        return _serve_until_stopped(args, settings)
+    except KeyboardInterrupt:  # stopped while starting
+        return 0
+
+
+def _serve_until_stopped(args: argparse.Namespace, settings: ServerSettings) -> int:
     pool_size = settings.threads + settings.webhook_workers + 3
+    if settings.workers and settings.workers > 1:
+        from titen.api.rest.prefork import serve_workers
+
+        return serve_workers(args.database, settings, settings.workers, pool_size)
+    for name in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
+        os.environ.pop(name, None)  # one process keeps its metrics in memory
+
+    from titen.api.rest.logs import configure, default_format
+    from titen.api.rest.server import announce, listeners, serve
+
+    configure(settings.log_format or default_format())
+    sock, metrics_sock = listeners(settings)
     with open_services(args, pool_size=pool_size, announce=False) as opened:
-        serve(opened, settings)
+        announce(opened.database.redacted(), settings, sock, metrics_sock)
+        serve(opened, settings, sock, metrics_sock)
     return 0

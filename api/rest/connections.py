@@ -191,7 +191,11 @@ class Server(TcpWSGIServer):
 
     channel_class = Channel
 
-    def __init__(self, application: Any, settings: ServerSettings, threads: int):
+    def __init__(
+        self, application: Any, settings: ServerSettings, threads: int, sock: socket.socket
+    ):
+        """Serve on `sock`, a listening socket opened by `listen` (perhaps in a parent process
+        and shared by several workers, each accepting from the same queue)."""
         adjustments = Adjustments(
             host=settings.host,
             port=settings.port,
@@ -208,7 +212,15 @@ class Server(TcpWSGIServer):
         dispatcher = ThreadedTaskDispatcher()
         dispatcher.set_thread_count(threads)
         self.request_head_timeout = settings.request_head_timeout
-        super().__init__(application, map={}, dispatcher=dispatcher, adj=adjustments)
+        super().__init__(
+            application,
+            map={},
+            _sock=sock,
+            dispatcher=dispatcher,
+            adj=adjustments,
+            sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
+            bind_socket=False,
+        )
 
     def maintenance(self, now: float) -> None:
         """Waitress's idle check, then the head deadline and the end of each lingering close."""
@@ -224,15 +236,29 @@ class CannotListen(Exception):
     """The server could not take its address (in use, not this machine's, not allowed)."""
 
 
-def listen(application: Any, settings: ServerSettings, threads: int) -> Server:
-    """The server, bound and listening on its address; CannotListen saying why if it cannot."""
+def listen(host: str, port: int, backlog: int = BACKLOG, doing: str = "listen on") -> socket.socket:
+    """A listening TCP socket on the first address `host` resolves to (as waitress would pick);
+    CannotListen saying why (`cannot {doing} HOST:PORT: ...`) if it cannot be had.
+
+    Opened before the store and before any worker starts, so that every worker accepts from
+    this one socket: the port is taken once, a port in use is refused before anything else
+    happens, and `port` 0 gives all of them the same free port.
+    """
+    sock = None
     try:
-        return Server(application, settings, threads)
+        family, kind, proto, address = Adjustments(host=host, port=port).listen[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(backlog)
     except OSError as exc:
+        if sock is not None:
+            sock.close()
         reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-        raise CannotListen(
-            f"cannot listen on {settings.host}:{settings.port}: {reason or exc}"
-        ) from None
+        raise CannotListen(f"cannot {doing} {host}:{port}: {reason or exc}") from None
+    return sock
 
 
 def allow_open_files(wanted: int) -> int:

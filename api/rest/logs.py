@@ -49,7 +49,8 @@ def configure(format: str) -> None:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, the record's fields, traceback."""
+    """One JSON object per line: time, level, logger, message, the process (which worker, with
+    `titen serve --workers`), the record's fields, traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -57,6 +58,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
+            "pid": record.process,
             **getattr(record, "fields", {}),
         }
         if record.exc_info:

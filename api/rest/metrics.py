@@ -7,20 +7,29 @@ model's lag are read from the database when Prometheus scrapes, so they are the 
 rather than one process's view. The command counters live with the commands
 (titen.service.metrics). The listener is separate from the API so that it needs no key and can
 be bound to an address only the scraper reaches.
+
+With several worker processes (`titen serve --workers N`, api/rest/prefork.py) every worker
+writes its series to files in PROMETHEUS_MULTIPROC_DIR, the workers share one metrics socket,
+and whichever worker accepts a scrape answers the sum over all of them (prometheus-client's
+MultiProcessCollector).
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import falcon
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler, make_wsgi_app
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from titen.api.rest.logs import route
+from titen.api.rest.prefork import MULTIPROC_ENV
 from titen.service.delivery import Delivery
 from titen.service.readiness import Readiness
 from titen.service.relay import KIND as RELAY
@@ -132,6 +141,22 @@ class StoreCollector:
         yield relay_lag
 
 
+class _MetricsServer(ThreadingWSGIServer):
+    """prometheus-client's threaded WSGI server on a socket that is listening already."""
+
+    def __init__(self, sock: socket.socket):
+        super().__init__(sock.getsockname()[:2], _SilentHandler, bind_and_activate=False)
+        self.socket.close()
+        self.socket = sock
+        self.server_bind()
+
+    def server_bind(self) -> None:
+        """Take the name and port of the listening socket, then the WSGI environ, as the
+        server would after binding one itself."""
+        self.server_name, self.server_port = self.socket.getsockname()[:2]
+        self.setup_environ()
+
+
 class _ThisProcess:
     """The default registry (this process's metrics) as one collector of another registry."""
 
@@ -140,13 +165,26 @@ class _ThisProcess:
 
 
 def serve_metrics(
-    readiness: Readiness, delivery: Delivery, host: str, port: int
+    readiness: Readiness, delivery: Delivery, sock: socket.socket
 ) -> Callable[[], None]:
-    """Serve /metrics on host:port in a thread of its own; returns how to stop it."""
+    """Serve /metrics on the listening `sock` in a thread of its own; returns how to stop it.
+
+    The socket is non-blocking: when workers share it, the ones that lose the race for a
+    connection get nothing to accept and go back to waiting instead of blocking in accept().
+    """
+    sock.setblocking(False)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_ThisProcess())
+    if multiprocess_dir():
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        MultiProcessCollector(registry)  # registers itself: every worker's series, summed
+    else:
+        registry.register(_ThisProcess())
     registry.register(StoreCollector(readiness, delivery))
-    server, thread = start_http_server(port, host, registry)
+    server = _MetricsServer(sock)
+    server.set_app(make_wsgi_app(registry))
+    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+    thread.start()
 
     def stop() -> None:
         server.shutdown()
@@ -154,3 +192,8 @@ def serve_metrics(
         thread.join(timeout=5)
 
     return stop
+
+
+def multiprocess_dir() -> str | None:
+    """Where the workers of this server write their series, or None in a single process."""
+    return os.environ.get(MULTIPROC_ENV)

@@ -8,10 +8,11 @@ the threads that serve leases and handoffs, and past the limit a subscriber is t
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable
 
 from titen.api.rest.app import create_app
-from titen.api.rest.connections import CannotListen, Server, allow_open_files, listen
+from titen.api.rest.connections import Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
 from titen.domain.webhooks import RetrySchedule
@@ -24,19 +25,54 @@ from titen.service.webhook_sender import WebhookSender
 log = logging.getLogger("titen.server")
 
 
-def serve(services: Services, settings: ServerSettings) -> None:
-    """Take the ports, then start the background work, then say so and serve until stopped.
+def listeners(settings: ServerSettings) -> tuple[socket.socket, socket.socket | None]:
+    """The API's listening socket and the metrics one (None unless --metrics-port), taken
+    before the store is opened, so that a port in use is refused (CannotListen) before anything
+    starts and before the log says the server is serving."""
+    sock = listen(settings.host, settings.port)
+    if settings.metrics_port is None:
+        return sock, None
+    try:
+        metrics = listen(
+            settings.metrics_host, settings.metrics_port, backlog=64, doing="serve metrics on"
+        )
+    except Exception:
+        sock.close()
+        raise
+    return sock, metrics
 
-    The ports are taken first, so that one in use is refused (CannotListen) before anything
-    starts and before the log says the server is serving.
-    """
+
+def announce(
+    what: str,
+    settings: ServerSettings,
+    sock: socket.socket,
+    metrics_sock: socket.socket | None,
+) -> None:
+    """Log where the server listens (the ports as bound: --port 0 picks one), once per server
+    however many workers it has."""
+    if settings.cors_origins:
+        log.info("CORS for pages from %s", ", ".join(settings.cors_origins))
+    log.info("titen serving on http://%s:%d (database %s)", *sock.getsockname()[:2], what)
+    if metrics_sock is not None:
+        log.info("metrics on http://%s:%d/metrics", *metrics_sock.getsockname()[:2])
+
+
+def serve(
+    services: Services,
+    settings: ServerSettings,
+    sock: socket.socket,
+    metrics_sock: socket.socket | None = None,
+) -> None:
+    """Serve on the listening `sock` (and /metrics on `metrics_sock`) until KeyboardInterrupt
+    (Ctrl-C, or SIGTERM: api/rest/signals.py), then stop in order: no new connections, then
+    the threads; the caller closes the store."""
     threads = settings.threads + settings.max_subscribers
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
         log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
-    server = listen(create_app(services, settings), settings, threads)
+    server = Server(create_app(services, settings), settings, threads, sock)
     try:
-        stop_metrics = _metrics(services, settings)
+        stop_metrics = _metrics(services, metrics_sock)
         try:
             _run(services, settings, server)
         finally:
@@ -45,21 +81,11 @@ def serve(services: Services, settings: ServerSettings) -> None:
         server.close()
 
 
-def _metrics(services: Services, settings: ServerSettings) -> Callable[[], None]:
+def _metrics(services: Services, metrics_sock: socket.socket | None) -> Callable[[], None]:
     """Serve /metrics if asked to; returns how to stop it."""
-    if settings.metrics_port is None:
+    if metrics_sock is None:
         return lambda: None
-    try:
-        stop = serve_metrics(
-            services.readiness, services.delivery, settings.metrics_host, settings.metrics_port
-        )
-    except OSError as exc:
-        raise CannotListen(
-            f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port}: "
-            f"{exc.strerror or exc}"
-        ) from None
-    log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
-    return stop
+    return serve_metrics(services.readiness, services.delivery, metrics_sock)
 
 
 def _run(services: Services, settings: ServerSettings, server: Server) -> None:
@@ -72,14 +98,6 @@ def _run(services: Services, settings: ServerSettings, server: Server) -> None:
     follower.on_notify.append(doorbell.ring)
     webhooks = _webhook_workers(services, settings, doorbell)
     webhooks.start()
-    if settings.cors_origins:
-        log.info("CORS for pages from %s", ", ".join(settings.cors_origins))
-    log.info(
-        "titen serving on http://%s:%d (database %s)",
-        settings.host,
-        settings.port,
-        services.database.redacted(),
-    )
     try:
         server.run()
     finally:

@@ -10,13 +10,18 @@ from dataclasses import dataclass
 
 from titen.domain.webhooks import DEFAULT_RETRY_SECONDS
 
+DEFAULT_WORKERS = {"sqlite": 1, "postgres": 2}
+"""Server processes when --workers is not given, by backend, as measured (docs/performance.md)."""
+
 
 @dataclass(frozen=True)
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8787
+    workers: int | None = None
+    """Server processes on the one port; None takes DEFAULT_WORKERS for the backend."""
     threads: int = 16
-    """Request worker threads."""
+    """Request worker threads (in each worker process)."""
     max_subscribers: int = 64
     """Open event streams and waiting long-polls served at once (each holds a thread)."""
     max_subscribers_per_org: int = 16
