@@ -22,7 +22,7 @@ from titen.service.bootstrap import bootstrap
 SHARES = {
     "JSON encoding (json.encoder)": "json/encoder.py",
     "JSON decoding (json.decoder)": "json/decoder.py",
-    "body validation (api/rest/body.py)": "api/rest/body.py",
+    "body reading and validation": "api/rest/body.py|api/validation.py|jsonschema",
     "SQLite statements": "sqlite3.Cursor",
 }
 
@@ -51,7 +51,7 @@ def main() -> None:
         own = sum(
             entry[2]
             for (path, _, name), entry in stats.stats.items()
-            if pattern in path or pattern in name
+            if any(part in path or part in name for part in pattern.split("|"))
         )
         print(f"  {label:40} {own / total:6.1%}")
     out = io.StringIO()
