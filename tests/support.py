@@ -383,3 +383,19 @@ def scrape(port: int) -> dict[tuple[str, frozenset], float]:
 def sample(metrics: dict, metric: str, /, **labels: str) -> float:
     """One sample's value, 0 when the series is not there yet."""
     return metrics.get((metric, frozenset(labels.items())), 0.0)
+
+
+class LongPoll(threading.Thread):
+    """A long-poll (GET `path`, e.g. /v1/events?...&wait=30) waiting in the background; when it
+    answered, and with what."""
+
+    def __init__(self, base_url: str, path: str, key: str | None = None):
+        super().__init__(daemon=True)
+        self.http = Http(base_url, key)
+        self.path = path
+        self.answered_at = 0.0
+        self.answer: tuple[int, dict | None] = (0, None)
+
+    def run(self) -> None:
+        self.answer = self.http.request("GET", self.path)
+        self.answered_at = time.monotonic()

@@ -7,13 +7,12 @@ but the revocation can end the streams and the long-polls this quickly.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support import EventStreamReader, Http, Server, create_key, titen
+from tests.support import EventStreamReader, Http, LongPoll, Server, create_key, titen
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
 ENDS_WITHIN_SECONDS = 3  # the promise is 1 s; slack for a loaded two-core machine
@@ -25,21 +24,6 @@ def servers(database: str) -> Iterator[list[Server]]:
     yield started
     for server in started:
         server.stop()
-
-
-class LongPoll(threading.Thread):
-    """GET /v1/events?wait=30 in the background; when it answered, and with what."""
-
-    def __init__(self, server: Server, key: str, cursor: str):
-        super().__init__(daemon=True)
-        self.http = Http(server.url, key)
-        self.path = f"/v1/events?after={cursor}&wait=30"
-        self.answered_at = 0.0
-        self.answer: tuple[int, dict | None] = (0, None)
-
-    def run(self) -> None:
-        self.answer = self.http.request("GET", self.path)
-        self.answered_at = time.monotonic()
 
 
 def ended_at(stream: EventStreamReader) -> float:
@@ -60,7 +44,7 @@ def test_revocation_ends_streams_and_long_polls_in_every_process(servers):
         assert status == 200 and len(page["data"]["events"]) == 1
     cursor = page["data"]["next_cursor"]
     streams = [EventStreamReader(s.url, reader, f"?after={cursor}") for s in servers]
-    polls = [LongPoll(s, reader, cursor) for s in servers]
+    polls = [LongPoll(s.url, f"/v1/events?after={cursor}&wait=30", reader) for s in servers]
     for poll in polls:
         poll.start()
     for stream in streams:  # each stream is open and following

@@ -5,31 +5,15 @@ opened with a ticket end too), and never written to a server's log."""
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support import TITEN, EventStreamReader, Http, Server, create_key, titen
+from tests.support import TITEN, EventStreamReader, Http, LongPoll, Server, create_key, titen
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
 ENDS_WITHIN_SECONDS = 3  # the promise is 1 s; slack for a loaded two-core machine
-
-
-class LongPoll(threading.Thread):
-    """GET /v1/events?after=latest&wait=30 with a ticket, in the background."""
-
-    def __init__(self, server: Server, ticket: str):
-        super().__init__(daemon=True)
-        self.http = Http(server.url)
-        self.path = f"/v1/events?after=latest&wait=30&ticket={ticket}"
-        self.answered_at = 0.0
-        self.answer: tuple[int, dict | None] = (0, None)
-
-    def run(self) -> None:
-        self.answer = self.http.request("GET", self.path)
-        self.answered_at = time.monotonic()
 
 
 @pytest.fixture
@@ -54,7 +38,7 @@ def test_a_ticket_from_one_server_opens_streams_on_every_server_until_its_key_is
     assert Http(servers[1].url, writer).request("POST", "/v1/leases", ACQUIRE)[0] == 201
     for stream in streams:
         assert stream.events(1)[0]["data"]["resource_id"] == "r"
-    polls = [LongPoll(s, ticket) for s in servers]
+    polls = [LongPoll(s.url, f"/v1/events?after=latest&wait=30&ticket={ticket}") for s in servers]
     for poll in polls:
         poll.start()
     time.sleep(0.3)  # the long-polls are waiting
