@@ -6,6 +6,7 @@ and `postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=NAME]` are understo
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from collections.abc import Iterator
@@ -106,12 +107,16 @@ class Database:
         the library's types and tables at once (a unique violation in pg_type) or alter the same
         table at once (a deadlock). Under a session advisory lock named for the schema they do it
         one after another; the later ones find everything there. The PostgreSQL schema named in
-        the URL is created first, as the library expects it to exist. SQLite serialises schema
-        changes under its own write lock.
+        the URL is created first, as the library expects it to exist. On SQLite an exclusive
+        lock on a file beside the store plays the advisory lock's part: the library decides
+        what to create before it takes SQLite's write lock, and two processes starting on a new
+        file both recorded its tracking-table migration (an IntegrityError).
         """
         if self.kind != "postgres":
             self._check_sqlite()
-            yield
+            with open(os.path.abspath(self.path) + ".migrating", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                yield
             return
         from psycopg import sql
 
