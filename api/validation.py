@@ -2,15 +2,24 @@
 
 One validator for every edge that takes these values (the REST routes and the MCP tools), so a
 value is refused for the same reason, in the same words, wherever it arrives. It needs the
-jsonschema library and nothing of the server.
+jsonschema libraries and nothing of the server.
+
+Two libraries, one answer: fastjsonschema compiles each schema to plain Python and decides in a
+few microseconds that a value fits, which is what nearly every request needs; only a value it
+refuses goes through jsonschema, whose errors name the field in REST's words (70 to 200 µs, paid by
+bad requests alone). Patterns are left out of the compiled code and checked by `_fits`
+with the same rules as `_pattern`, so both paths accept exactly the same values
+(tests/unit/test_validation.py holds them to it).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import fastjsonschema
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
@@ -32,26 +41,94 @@ def _pattern(
     """
     if not isinstance(instance, str):
         return
-    if pattern == IDENTIFIER:
-        reason = identifiers.problem(instance, schema.get("maxLength", len(instance)))
-    else:
-        reason = None if re.fullmatch(pattern, instance) else identifiers.CONTROL
+    reason = _pattern_problem(pattern, instance, schema)
     if reason is not None:
         yield ValidationError(reason)
+
+
+def _pattern_problem(pattern: str, instance: str, schema: dict[str, Any]) -> str | None:
+    if pattern == IDENTIFIER:
+        return identifiers.problem(instance, schema.get("maxLength", len(instance)))
+    return None if re.fullmatch(pattern, instance) else identifiers.CONTROL
 
 
 Validator = validators.extend(Draft202012Validator, {"pattern": _pattern})
 
 
-def validator(schema: dict[str, Any]) -> Any:
-    """A validator for one of titen.api.schemas (the schema is checked once, here)."""
+@dataclass(frozen=True)
+class Checker:
+    """One schema, compiled for both paths: `fits` (fast, yes or no) and `explain` (words)."""
+
+    fits: Any
+    explain: Any
+    patterned: tuple[tuple[str, str, dict[str, Any]], ...]
+    """(property, pattern, its schema) for every top-level string property with a pattern."""
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The schema checked, as titen.api.schemas wrote it."""
+        return self.explain.schema
+
+
+def validator(schema: dict[str, Any]) -> Checker:
+    """A checker for one of titen.api.schemas (the schema is checked once, here)."""
     Draft202012Validator.check_schema(schema)
-    return Validator(schema)
+    properties = schema.get("properties", {})
+    if any("pattern" in nested for nested in _nested_schemas(properties)):
+        raise ValueError("patterns are checked on top-level properties only")
+    patterned = tuple(
+        (name, prop["pattern"], prop) for name, prop in properties.items() if "pattern" in prop
+    )
+    return Checker(
+        fits=fastjsonschema.compile(
+            _without_patterns(schema),
+            use_default=False,  # never fill in defaults: a check must not change the value
+            use_formats=False,  # formats are annotations only, as for jsonschema
+            detailed_exceptions=False,
+        ),
+        explain=Validator(schema),
+        patterned=patterned,
+    )
 
 
-def refusal(value: Any, checker: Any) -> str | None:
+def _without_patterns(schema: dict[str, Any]) -> dict[str, Any]:
+    properties = {
+        name: {rule: value for rule, value in prop.items() if rule != "pattern"}
+        for name, prop in schema.get("properties", {}).items()
+    }
+    return {**schema, "properties": properties} if properties else schema
+
+
+def _nested_schemas(properties: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every schema below the top-level properties (array items, nested objects)."""
+    for prop in properties.values():
+        for rule in ("items", "properties"):
+            below = prop.get(rule)
+            if isinstance(below, dict):
+                children = below.values() if rule == "properties" else [below]
+                for child in children:
+                    yield child
+                    yield from _nested_schemas(child.get("properties", {}))
+
+
+def _fits(value: Any, checker: Checker) -> bool:
+    """Whether the value fits, decided without building a single error."""
+    try:
+        checker.fits(value)
+    except fastjsonschema.JsonSchemaValueException:
+        return False
+    for name, pattern, schema in checker.patterned:
+        text = value.get(name)
+        if text is not None and _pattern_problem(pattern, text, schema) is not None:
+            return False
+    return lone_surrogate(value) is None
+
+
+def refusal(value: Any, checker: Checker) -> str | None:
     """Why `value` does not fit the checker's schema, as REST says it, or None when it fits."""
-    problem = best_match(checker.iter_errors(value))
+    if _fits(value, checker):
+        return None
+    problem = best_match(checker.explain.iter_errors(value))
     if problem is not None:
         return describe(problem)
     field = lone_surrogate(value)

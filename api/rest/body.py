@@ -14,7 +14,7 @@ from typing import Any
 import falcon
 
 from titen.api.rest.errors import error
-from titen.api.validation import refusal
+from titen.api.validation import Checker, refusal
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_DEPTH = 32
@@ -35,7 +35,7 @@ IDENTITY = ("", "identity")
 GZIP = ("gzip", "x-gzip")
 
 
-def read_json(req: falcon.Request, checker: Any) -> dict[str, Any]:
+def read_json(req: falcon.Request, checker: Checker) -> dict[str, Any]:
     raw = decoded(req, req.bounded_stream.read(MAX_BODY_BYTES + 1))
     if len(raw) > MAX_BODY_BYTES:
         raise error(413)

@@ -9,7 +9,15 @@ import json
 import subprocess
 import sys
 
-SERVER_SIDE = ("falcon", "waitress", "eventsourcing", "psycopg", "sqlite3", "jsonschema")
+SERVER_SIDE = (
+    "falcon",
+    "waitress",
+    "eventsourcing",
+    "psycopg",
+    "sqlite3",
+    "jsonschema",
+    "fastjsonschema",
+)
 # Which server-side modules a statement pulls in: a fact that no machine load changes. How fast
 # the client imports follows from it, and is a timing, so it is not asserted here.
 MEASURE = """
