@@ -6,8 +6,13 @@ on them even if a read model were wrong.
 
 `as_of` replays the events recorded up to that instant, in the service's own time (the instants
 the API reported: acquired_at, released_at, created_at, …). It takes the longest prefix of the
-history whose events are all at or before it, so the answer is always a state that existed, even
-if a clock stepped back between two commands.
+events read whose events are all at or before it, so the answer is always a state that existed,
+even if a clock stepped back between two commands.
+
+A resource's terms are replayed from any stretch of its Lease's events, not only from the first:
+a page of terms is read from the events after the previous page's last term, and one lease's
+term from its own events (docs/audit.md), so the work is bounded by what is shown, not by how
+long the resource's history has grown.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ class LeaseTerm:
     expires_at: datetime
     ttl_seconds: int
     fencing_token: int
+    version: int
+    """The version of its Acquired event in the resource's stream: where the term begins."""
     released_at: datetime | None = None
     released_by: str | None = None
     ended: str | None = None
@@ -63,17 +70,6 @@ class LeaseTerm:
     def end(self, kind: str, at: datetime, by: str | None, event_type: str) -> None:
         self.ended, self.released_at, self.released_by = kind, at, by
         self.steps.append(Step(event_type, at, by))
-
-
-@dataclass(frozen=True)
-class ResourceHistory:
-    organization: str
-    resource_type: str
-    resource_id: str
-    terms: list[LeaseTerm]
-
-    def term(self, lease_id: str) -> LeaseTerm | None:
-        return next((t for t in self.terms if t.lease_id == lease_id), None)
 
 
 @dataclass(frozen=True)
@@ -106,14 +102,14 @@ def until(events: Iterable[Any], as_of: datetime | None) -> list[Any]:
     return list(takewhile(lambda e: (instant(e) or as_of) <= as_of, events))
 
 
-def resource_history(
-    events: Iterable[Any], as_of: datetime | None = None
-) -> ResourceHistory | None:
-    """Every term on one resource, oldest first; None if the events are not a Lease's."""
+def lease_terms(events: Iterable[Any], as_of: datetime | None = None) -> list[LeaseTerm]:
+    """The terms that begin in a stretch of one Lease's events, oldest first.
+
+    The stretch may start anywhere in the stream: what comes before its first Acquired (the
+    Registered event, the ending of a term begun earlier) is skipped. A term whose ending is
+    not in the stretch has not ended, as far as it tells.
+    """
     replayed = until(events, as_of)
-    if not replayed or not isinstance(replayed[0], Lease.Registered):
-        return None
-    registered = replayed[0]
     terms: list[LeaseTerm] = []
     current: LeaseTerm | None = None
     for index, event in enumerate(replayed):
@@ -135,9 +131,7 @@ def resource_history(
             by = successor.holder if isinstance(successor, Lease.Acquired) else None
             current.end(REPLACED_AFTER_EXPIRY, event.ended_at, by, event_type(event))
             current = None
-    return ResourceHistory(
-        registered.organization, registered.resource_type, registered.resource_id, terms
-    )
+    return terms
 
 
 def handoff_history(events: Sequence[Any], as_of: datetime | None = None) -> HandoffRecord | None:
@@ -166,6 +160,7 @@ def _begin(event: Any) -> LeaseTerm:
         expires_at=event.expires_at,
         ttl_seconds=event.ttl_seconds,
         fencing_token=event.fencing_token,
+        version=event.originator_version,
     )
     term.steps.append(Step(event_type(event), event.acquired_at, event.holder))
     return term

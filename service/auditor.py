@@ -1,14 +1,20 @@
 """The audit queries, shared by the HTTP routes and the command line.
 
-Each reads one aggregate's events from the event store, replays them with `domain/audit.py`,
-and answers in the wire format (instants as `iso`). Only finding which aggregate holds a lease
-uses a projection (the lease directory: a lease_id is random and names no resource); what is
-reported is always read from the log.
+Each reads one aggregate's events from the event store (never its snapshots), replays them with
+`domain/history.py`, and answers in the wire format (instants as `iso`). Only finding which
+aggregate holds a lease, and where in it the lease's term begins, uses projections (the lease
+directory and lease_terms: a lease_id is random and names no resource); what is reported is
+always read from the log.
+
+A request reads only the events of what it shows: a page of terms reads the events after the
+previous page's last term, at most two per term (an Acquired and its ending) and one more, so
+neither the time nor the memory an answer takes grows with the resource's history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -22,7 +28,7 @@ from titen.domain.history import (
     LeaseTerm,
     Step,
     handoff_history,
-    resource_history,
+    lease_terms,
 )
 from titen.domain.ids import HANDOFF, to_uuid
 from titen.domain.lease import Lease
@@ -31,25 +37,57 @@ from titen.service.application import Titen
 
 BATCH = 500
 ENVELOPE = ("originator_id", "originator_version", "timestamp")
+TERM_EVENTS = 3
+"""A term's Acquired, its ending, and the Acquired after it (who replaced an expired term)."""
+
+
+@dataclass(frozen=True)
+class TermsPage:
+    """One page of a resource's terms in the wire format, and where the next page resumes."""
+
+    data: dict[str, Any]
+    resume_after: int | None
+    """The version of the last term shown's Acquired; None when no term followed it."""
 
 
 class Auditor:
-    def __init__(self, app: Titen, find_lease: Callable[[str], LeaseEntry | None]):
+    def __init__(
+        self,
+        app: Titen,
+        find_lease: Callable[[str], LeaseEntry | None],
+        find_term: Callable[[str], int | None],
+    ):
         self.app = app
         self.find_lease = find_lease
+        self.find_term = find_term
 
     def resource(
-        self, organization: str, resource_type: str, resource_id: str, as_of: datetime | None
-    ) -> dict[str, Any]:
-        """Every term on a resource, oldest first (none if it was never leased by then)."""
+        self,
+        organization: str,
+        resource_type: str,
+        resource_id: str,
+        as_of: datetime | None,
+        *,
+        after: int = 0,
+        limit: int,
+    ) -> TermsPage:
+        """Up to `limit` terms on a resource begun after version `after`, oldest first.
+
+        Term n's Acquired is version 2n of the resource's stream and its ending 2n + 1
+        (`terms_begun`), so the 2 x limit + 2 events after `after` hold the ending of the term
+        the cursor names, `limit` whole terms, and the next term's Acquired, which tells whether
+        another page follows and who replaced the last term shown if it expired.
+        """
         key = Lease.create_id(organization, resource_type, resource_id)
-        history = resource_history(self.app.events.get(key), as_of)
-        return {
+        terms = lease_terms(self.app.events.get(key, gt=after, limit=2 * limit + 2), as_of)
+        shown = terms[:limit]
+        data = {
             "resource_type": resource_type,
             "resource_id": resource_id,
             "as_of": _instant(as_of),
-            "terms": [_term(term) for term in (history.terms if history else [])],
+            "terms": [_term(term) for term in shown],
         }
+        return TermsPage(data, shown[-1].version if len(terms) > limit else None)
 
     def lease(self, organization: str, lease_id: str, as_of: datetime | None) -> dict[str, Any]:
         """One lease's term and its events; NotFound in another organization or before it."""
@@ -57,13 +95,17 @@ class Auditor:
         entry = self.find_lease(lease_id)
         if entry is None or entry.organization != organization:
             raise missing
-        history = resource_history(self.app.events.get(entry.lease_key), as_of)
-        term = history.term(lease_id) if history else None
-        if history is None or term is None:
+        begins = self.find_term(lease_id)
+        if begins is None:
             raise missing
+        events = list(self.app.events.get(entry.lease_key, gt=begins - 1, limit=TERM_EVENTS))
+        term = next(iter(lease_terms(events, as_of)), None)
+        if term is None or term.lease_id != lease_id:
+            raise missing
+        acquired = events[0]
         return {
-            "resource_type": history.resource_type,
-            "resource_id": history.resource_id,
+            "resource_type": acquired.resource_type,
+            "resource_id": acquired.resource_id,
             "as_of": _instant(as_of),
             **_term(term),
             "events": [_step(step) for step in term.steps],

@@ -10,6 +10,7 @@ from titen.projections.failures import Failures
 from titen.projections.inbox import Inbox
 from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
+from titen.projections.lease_terms import LeaseTerms
 from titen.projections.projector import Projector
 from titen.projections.recent_events import RecentEvents
 from titen.projections.store import ViewStore, open_store
@@ -39,6 +40,7 @@ class Services:
     inbox: Inbox
     event_log: EventLog
     lease_directory: LeaseDirectory
+    lease_terms: LeaseTerms
     recent_events: RecentEvents
     keys: Keys
     tickets: Tickets
@@ -75,7 +77,8 @@ def bootstrap(
         inbox = Inbox(store)
         event_log = EventLog(store)
         lease_directory = LeaseDirectory(store)
-        projections = [lease_index, inbox, event_log, lease_directory]
+        lease_terms = LeaseTerms(store)
+        projections = [lease_index, inbox, event_log, lease_directory, lease_terms]
         failures = Failures(store, clock, [p.name for p in projections])
         projector = Projector(app, store, projections, failures)
         keys = Keys(store, clock)
@@ -103,13 +106,14 @@ def bootstrap(
         inbox=inbox,
         event_log=event_log,
         lease_directory=lease_directory,
+        lease_terms=lease_terms,
         recent_events=recent_events,
         keys=keys,
         tickets=tickets,
         revocations=revocations,
         leases=leases,
         handoffs=HandoffService(app, inbox, keys),
-        auditor=Auditor(app, lease_directory.find),
+        auditor=Auditor(app, lease_directory.find, lease_terms.begins),
         answers=answers,
         readiness=Readiness(app, store, projector),
         delivery=delivery,

@@ -1,10 +1,13 @@
 """The audit routes: histories replayed from the event log, for operators of the organization.
 
-GET /v1/audit/leases?resource_type=…&resource_id=…   every term on a resource, oldest first
+GET /v1/audit/leases?resource_type=…&resource_id=…   the terms on a resource, oldest first, paged
 GET /v1/audit/leases/{lease_id}                       one lease's term and its events
 GET /v1/audit/handoffs/{handoff_id}                   one handoff's state and its events
 
-Each takes `as_of` (an ISO 8601 instant with a UTC offset) to answer as of that moment. An
+Each takes `as_of` (an ISO 8601 instant with a UTC offset) to answer as of that moment. The
+terms of a resource are paged like the inbox (`limit`, `cursor`, `next_cursor`): a resource
+leased all day has tens of thousands of terms. A lease has at most two events and a handoff two,
+so those lists are not paged. An
 agent gets 403 whatever it asks, so probing these routes tells it nothing; an operator asking
 about another organization's lease or handoff gets 404, exactly as for an unknown id.
 """
@@ -30,6 +33,7 @@ from titen.api.rest.contract import (
 )
 from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
+from titen.api.rest.paging import PAGE_QUERY, decode_cursor, encode_cursor, read_limit, single
 from titen.api.schemas import body, text
 from titen.api.validation import cut, refusal, validator
 from titen.domain.clock import parse_iso
@@ -68,10 +72,19 @@ class AuditResource:
     contract = operations(
         get=Operation(
             "auditResource",
-            "Every lease term on a resource, oldest first, replayed from the event log.",
-            query=RESOURCE,
+            "The lease terms on a resource, oldest first, paged, replayed from the event log.",
+            query={**RESOURCE, **PAGE_QUERY},
             required_query=("resource_type", "resource_id"),
-            answer=answers(obj({**WHERE, **AS_OF_ANSWER, "terms": array(obj(TERM))})),
+            answer=answers(
+                obj(
+                    {
+                        **WHERE,
+                        **AS_OF_ANSWER,
+                        "terms": array(obj(TERM)),
+                        "next_cursor": nullable(STRING),
+                    }
+                )
+            ),
             errors=OPERATOR_ONLY,
         )
     )
@@ -81,11 +94,22 @@ class AuditResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         caller = _operator(req)
-        query = _query(req, RESOURCE_QUERY)
+        params = dict(req.params)
+        limit = read_limit(params)
+        cursor = single(params, "cursor")
+        after = 0 if cursor is None else decode_cursor(cursor)
+        query = _query({k: v for k, v in params.items() if k not in PAGE_QUERY}, RESOURCE_QUERY)
+        page = self.auditor.resource(
+            caller.organization,
+            query["resource_type"],
+            query["resource_id"],
+            _as_of(query),
+            after=after,
+            limit=limit,
+        )
+        resume = page.resume_after
         resp.media = {
-            "data": self.auditor.resource(
-                caller.organization, query["resource_type"], query["resource_id"], _as_of(query)
-            )
+            "data": {**page.data, "next_cursor": None if resume is None else encode_cursor(resume)}
         }
 
 
@@ -105,7 +129,7 @@ class AuditLease:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
         caller = _operator(req)
-        as_of = _as_of(_query(req, ITEM_QUERY))
+        as_of = _as_of(_query(req.params, ITEM_QUERY))
         resp.media = {"data": self.auditor.lease(caller.organization, lease_id, as_of)}
 
 
@@ -125,7 +149,7 @@ class AuditHandoff:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
         caller = _operator(req)
-        as_of = _as_of(_query(req, ITEM_QUERY))
+        as_of = _as_of(_query(req.params, ITEM_QUERY))
         resp.media = {"data": self.auditor.handoff(caller.organization, handoff_id, as_of)}
 
 
@@ -136,9 +160,8 @@ def _operator(req: falcon.Request) -> Principal:
     return caller
 
 
-def _query(req: falcon.Request, validator: Any) -> dict[str, str]:
+def _query(params: dict[str, Any], validator: Any) -> dict[str, str]:
     """The query string checked like a body: known names, each once, within the schema."""
-    params = dict(req.params)
     for name, value in params.items():
         if isinstance(value, list):
             raise error(400, f"{cut(name)} must be given once.")

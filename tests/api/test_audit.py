@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.support import bearer
+from titen.api.rest.paging import encode_cursor
+from titen.domain.ids import LEASE, new_id
+from titen.domain.lease import Lease
 from titen.service.bootstrap import bootstrap
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
@@ -36,6 +41,62 @@ def history(client, key, **params) -> list[dict]:
     result = audit(client, key, "leases", **RESOURCE, **params)
     assert result.status_code == 200, result.json
     return result.json["data"]["terms"]
+
+
+def page(client, key, **params) -> tuple[list[str], str | None]:
+    """One page of the resource's terms: their lease ids, and next_cursor."""
+    result = audit(client, key, "leases", **RESOURCE, **params)
+    assert result.status_code == 200, result.json
+    data = result.json["data"]
+    return [t["lease_id"] for t in data["terms"]], data["next_cursor"]
+
+
+def pages(client, key, **params) -> list[list[str]]:
+    """Every page of the resource's terms, following next_cursor."""
+    found, cursor = page(client, key, **params)
+    walked = [found]
+    while cursor is not None:
+        found, cursor = page(client, key, **params, cursor=cursor)
+        walked.append(found)
+    return walked
+
+
+def long_history(services, clock, terms: int) -> list[str]:
+    """`terms` terms on the resource, each superseding the last, saved in one transaction."""
+    lease = Lease("acme", "deploy", "checkout")
+    ids = []
+    for _ in range(terms):
+        clock.advance(1)
+        holding = lease.acquire(
+            lease_id=new_id(LEASE),
+            holder="agent_alice",
+            purpose="p",
+            now=clock.now(),
+            ttl_seconds=60,
+        )
+        ids.append(holding.lease_id)
+    services.app.save(lease)
+    return ids
+
+
+class EventReads:
+    """Counts the stored events the event store hands out: the work a request does."""
+
+    def __init__(self, recorder: Any, monkeypatch: pytest.MonkeyPatch):
+        self.rows = 0
+        select = recorder.select_events
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            rows = select(*args, **kwargs)
+            self.rows += len(rows)
+            return rows
+
+        monkeypatch.setattr(recorder, "select_events", counting)
+
+    def during(self, request: Any) -> int:
+        before = self.rows
+        request()
+        return self.rows - before
 
 
 def test_an_operator_reads_every_term_on_a_resource_and_how_each_ended(
@@ -248,3 +309,134 @@ def test_a_lease_begun_in_another_process_a_moment_ago_is_found(services, client
     result = audit(client, ops, f"leases/{term.lease_id}")
     assert result.status_code == 200
     assert result.json["data"]["holder"] == "agent_elsewhere"
+
+
+def test_pages_walk_every_term_once_oldest_first(client, clock, alice, ops):
+    ids = []
+    for _ in range(7):
+        clock.advance(1)
+        ids.append(acquire(client, alice)["lease_id"])
+    assert pages(client, ops, limit=3) == [ids[0:3], ids[3:6], ids[6:7]]
+    assert pages(client, ops, limit=7) == [ids]
+    assert pages(client, ops) == [ids]  # 50 by default
+    first = audit(client, ops, "leases", **RESOURCE, limit=3).json["data"]
+    assert [t["fencing_token"] for t in first["terms"]] == [1, 2, 3]
+    assert (first["resource_type"], first["resource_id"]) == ("deploy", "checkout")
+
+
+def test_a_term_begun_between_pages_is_on_a_later_page_and_none_repeats(client, clock, alice, ops):
+    ids = [acquire(client, alice)["lease_id"] for _ in range(3)]
+    first, cursor = page(client, ops, limit=2)
+    assert first == ids[:2] and cursor is not None
+    clock.advance(1)
+    ids.append(acquire(client, alice)["lease_id"])  # supersedes the third, shown on no page yet
+    result = audit(client, ops, "leases", **RESOURCE, limit=2, cursor=cursor).json["data"]
+    assert [(t["lease_id"], t["ended"]) for t in result["terms"]] == [
+        (ids[2], "superseded"),
+        (ids[3], None),
+    ]
+    assert result["next_cursor"] is None
+
+
+def test_the_last_page_ending_on_a_current_term_resumes_after_it(client, clock, alice, ops):
+    ids = [acquire(client, alice)["lease_id"] for _ in range(3)]
+    assert page(client, ops, limit=3) == (ids, None)
+    # a client that kept the last page's place (the cursor of a page ending on the third term)
+    second_page = audit(
+        client, ops, "leases", **RESOURCE, limit=2, cursor=page(client, ops, limit=2)[1]
+    )
+    assert [t["lease_id"] for t in second_page.json["data"]["terms"]] == [ids[2]]
+    ids.append(acquire(client, alice)["lease_id"])
+    _, cursor = page(client, ops, limit=3)
+    assert page(client, ops, limit=3, cursor=cursor) == ([ids[3]], None)
+
+
+def test_as_of_pages_the_terms_as_they_stood(client, clock, alice, ops):
+    for _ in range(5):
+        clock.advance(10)
+        acquire(client, alice)
+    terms = history(client, ops)
+    then = terms[2]["acquired_at"]
+    ids = [t["lease_id"] for t in terms]
+    assert pages(client, ops, limit=2, as_of=then) == [ids[0:2], ids[2:3]]
+    _, cursor = page(client, ops, limit=2, as_of=then)
+    last = audit(client, ops, "leases", **RESOURCE, limit=2, as_of=then, cursor=cursor)
+    assert (last.json["data"]["terms"][0]["ended"], last.json["data"]["as_of"]) == (None, then)
+    assert pages(client, ops, limit=2, as_of="2026-07-30T10:00:00Z") == [[]]
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("limit=0", "limit"),
+        ("limit=501", "limit"),
+        ("limit=ten", "limit"),
+        ("limit=1.0", "limit"),
+        ("limit=", "limit"),
+        ("limit=1&limit=2", "limit"),
+        ("cursor=nonsense", "cursor"),
+        ("cursor=", "cursor"),
+        ("cursor=a&cursor=b", "cursor"),
+        (f"cursor={encode_cursor(2**63 - 1)}0", "cursor"),
+        ("page=2", "page"),
+    ],
+)
+def test_bad_paging_parameters_are_400_naming_them(client, ops, query, named):
+    result = client.simulate_get(
+        "/v1/audit/leases",
+        query_string=f"resource_type=deploy&resource_id=checkout&{query}",
+        headers=bearer(ops),
+    )
+    assert result.status_code == 400, result.json
+    assert result.json["error"]["code"] == "VALIDATION_ERROR"
+    assert named in result.json["error"]["message"]
+
+
+@pytest.mark.parametrize("param", ["limit=2", "cursor=x"])
+def test_the_single_item_routes_take_no_paging_parameters(client, alice, ops, param):
+    lease = acquire(client, alice)
+    result = client.simulate_get(
+        f"/v1/audit/leases/{lease['lease_id']}", query_string=param, headers=bearer(ops)
+    )
+    assert result.status_code == 400
+    assert param.split("=")[0] in result.json["error"]["message"]
+
+
+def test_a_page_reads_the_events_of_its_terms_not_the_whole_history(
+    services, client, clock, ops, monkeypatch
+):
+    ids = long_history(services, clock, 600)  # 1,201 events, with snapshots along the way
+    reads = EventReads(services.app.recorder, monkeypatch)
+    cursor = None
+    shown: list[str] = []
+
+    def one_page() -> None:
+        nonlocal cursor
+        params = {"limit": 20} if cursor is None else {"limit": 20, "cursor": cursor}
+        found, cursor = page(client, ops, **params)
+        shown.extend(found)
+
+    assert reads.during(one_page) <= 2 * 20 + 2
+    while cursor is not None:
+        assert reads.during(one_page) <= 2 * 20 + 2
+    assert shown == ids
+
+
+def test_one_lease_is_audited_from_its_own_events(services, client, clock, ops, monkeypatch):
+    ids = long_history(services, clock, 300)
+    reads = EventReads(services.app.recorder, monkeypatch)
+    for n in (0, 150, 299):
+        answers: list[Any] = []
+        path = f"leases/{ids[n]}"
+        assert (
+            reads.during(
+                lambda path=path, answers=answers: answers.append(audit(client, ops, path))
+            )
+            <= 3
+        )
+        data = answers[0].json["data"]
+        assert (data["lease_id"], data["fencing_token"]) == (ids[n], n + 1)
+        assert (data["resource_type"], data["resource_id"]) == ("deploy", "checkout")
+        assert [e["type"] for e in data["events"]] == (
+            ["lease.acquired"] if n == 299 else ["lease.acquired", "lease.superseded"]
+        )

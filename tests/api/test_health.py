@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.support import bearer
 
 LEASE = {"resource_type": "deploy", "resource_id": "svc", "purpose": "p", "ttl_seconds": 60}
-PROJECTIONS = {"lease_index", "handoff_inbox", "event_log", "lease_directory"}
+PROJECTIONS = {"lease_index", "handoff_inbox", "event_log", "lease_directory", "lease_terms"}
 
 
 def test_healthz_needs_no_key_and_no_database(client, services):

@@ -23,7 +23,7 @@ from tests.support import (
 LEASE = {"resource_type": "deploy", "resource_id": "svc", "purpose": "p", "ttl_seconds": 60}
 # Every label a titen_ series may carry: none names an organization, a principal or an id.
 LABELS = {"method", "route", "status", "projection", "le", "outcome", "name"}
-PROJECTIONS = ("lease_index", "handoff_inbox", "event_log", "lease_directory")
+PROJECTIONS = ("lease_index", "handoff_inbox", "event_log", "lease_directory", "lease_terms")
 
 
 @pytest.fixture

@@ -55,8 +55,9 @@ def implied_tokens(manifest: dict) -> dict[str, int]:
 
 
 def audited_terms(client, key: str, path: str) -> list[dict]:
-    result = client.simulate_get(path, headers=bearer(key))
+    result = client.simulate_get(f"{path}&limit=500", headers=bearer(key))
     assert result.status_code == 200, result.json
+    assert result.json["data"]["next_cursor"] is None
     return result.json["data"]["terms"]
 
 

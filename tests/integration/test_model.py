@@ -49,6 +49,8 @@ PRINCIPALS = [
 ]
 TARGETS = sorted({p.name for p in PRINCIPALS} | {"agent_nobody"})
 RESOURCES = [("deploy", "checkout"), ("deploy", "search"), ("db", "checkout")]
+AUDIT_PAGE = 2
+"""Terms per audit page: small, so that a resource's audit walks its pages."""
 UNKNOWN_LEASE = "lease_" + "0" * 32
 UNKNOWN_HANDOFF = "hoff_" + "0" * 32
 LEASE_ID = re.compile(r"lease_[0-9a-f]{32}")
@@ -324,19 +326,30 @@ class Spec(RuleBasedStateMachine):
     @rule(who=operators, resource=resources, ago=as_of_seconds_ago)
     def audit_resource(self, who: Principal, resource: tuple[str, str], ago: int | None) -> None:
         as_of = self._as_of(ago)
-        params = {"resource_type": resource[0], "resource_id": resource[1]}
+        params = {"resource_type": resource[0], "resource_id": resource[1], "limit": AUDIT_PAGE}
         if as_of is not None:
             params["as_of"] = iso(as_of)
-        result = self.call(who, "GET", "/v1/audit/leases", params=params)
-        terms = self.model.history(who.organization, resource, as_of)
-        assert result.json == {
-            "data": {
-                "resource_type": resource[0],
-                "resource_id": resource[1],
-                "as_of": None if as_of is None else iso(as_of),
-                "terms": [_term(term) for term in terms],
+        terms = [_term(term) for term in self.model.history(who.organization, resource, as_of)]
+        cursor = None
+        for start in range(0, len(terms) + 1, AUDIT_PAGE):  # + 1: one empty page when no terms
+            paged = params if cursor is None else {**params, "cursor": cursor}
+            result = self.call(who, "GET", "/v1/audit/leases", params=paged)
+            shown = terms[start : start + AUDIT_PAGE]
+            more = start + AUDIT_PAGE < len(terms)
+            data = result.json["data"]
+            cursor = data["next_cursor"]
+            assert (cursor is not None) == more
+            assert result.json == {
+                "data": {
+                    "resource_type": resource[0],
+                    "resource_id": resource[1],
+                    "as_of": None if as_of is None else iso(as_of),
+                    "terms": shown,
+                    "next_cursor": cursor,
+                }
             }
-        }
+            if not more:
+                break
 
     @rule(who=operators, lease_id=leases, ago=as_of_seconds_ago)
     def audit_lease(self, who: Principal, lease_id: str, ago: int | None) -> None:

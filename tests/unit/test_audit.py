@@ -9,7 +9,7 @@ from titen.domain.handoff import Handoff
 from titen.domain.history import (
     REPLACED_AFTER_EXPIRY,
     handoff_history,
-    resource_history,
+    lease_terms,
 )
 from titen.domain.lease import Lease
 
@@ -43,14 +43,8 @@ def lease_events() -> tuple[list, dict[str, str]]:
 
 def test_every_term_in_order_with_how_it_ended():
     events, ids = lease_events()
-    history = resource_history(events)
-    assert history is not None
-    assert (history.organization, history.resource_type, history.resource_id) == (
-        "acme",
-        "deploy",
-        "checkout",
-    )
-    summary = [(t.lease_id, t.holder, t.ended, t.released_by, t.released_at) for t in history.terms]
+    terms = lease_terms(events)
+    summary = [(t.lease_id, t.holder, t.ended, t.released_by, t.released_at) for t in terms]
     assert summary == [
         (ids["first"], "agent_a", "superseded", "agent_a", at(10)),
         (ids["second"], "agent_a", "released", "agent_a", at(20)),
@@ -58,9 +52,14 @@ def test_every_term_in_order_with_how_it_ended():
         (ids["fourth"], "agent_c", "released_by_operator", "ops", at(110)),
         (ids["fifth"], "agent_a", None, None, None),
     ]
-    assert [t.fencing_token for t in history.terms] == [1, 2, 3, 4, 5]
-    third = history.term(ids["third"])
-    assert third is not None
+    assert [(t.fencing_token, t.version) for t in terms] == [
+        (1, 2),
+        (2, 4),
+        (3, 6),
+        (4, 8),
+        (5, 10),
+    ]
+    third = terms[2]
     assert (third.expires_at, third.ttl_seconds, third.purpose) == (at(40), 10, "third")
     assert [(s.type, s.at, s.by) for s in third.steps] == [
         ("lease.acquired", at(30), "agent_b"),
@@ -70,31 +69,45 @@ def test_every_term_in_order_with_how_it_ended():
 
 def test_as_of_answers_who_held_the_resource_then():
     events, ids = lease_events()
-    at_15 = resource_history(events, as_of=at(15))
-    assert at_15 is not None
-    assert [(t.lease_id, t.ended) for t in at_15.terms] == [
+    at_15 = lease_terms(events, as_of=at(15))
+    assert [(t.lease_id, t.ended) for t in at_15] == [
         (ids["first"], "superseded"),
         (ids["second"], None),
     ]
     # an instant is inclusive: at the very millisecond of the release it has happened
-    at_20 = resource_history(events, as_of=at(20))
-    assert at_20 is not None and at_20.terms[-1].ended == "released"
+    assert lease_terms(events, as_of=at(20))[-1].ended == "released"
     # the expired third term is still unreleased until someone acquires
-    at_99 = resource_history(events, as_of=at(99))
-    assert at_99 is not None
-    assert at_99.terms[-1].lease_id == ids["third"] and at_99.terms[-1].ended is None
+    at_99 = lease_terms(events, as_of=at(99))
+    assert at_99[-1].lease_id == ids["third"] and at_99[-1].ended is None
 
 
 def test_as_of_before_the_first_acquire_has_no_terms():
     events, _ = lease_events()
-    before = resource_history(events, as_of=at(-1))
-    assert before is not None and before.terms == []
+    assert lease_terms(events, as_of=at(-1)) == []
 
 
-def test_a_history_that_is_not_a_leases_is_none():
-    assert resource_history([]) is None
+def test_events_that_are_not_a_leases_have_no_terms():
+    assert lease_terms([]) == []
     handoff = new_handoff()
-    assert resource_history(list(handoff.collect_events())) is None
+    assert lease_terms(list(handoff.collect_events())) == []
+
+
+def test_a_stretch_starting_mid_history_replays_the_terms_that_begin_in_it():
+    """A page resumes after the version of the previous page's last Acquired."""
+    events, ids = lease_events()
+    after_first = [e for e in events if e.originator_version > 2]  # from the first's ending
+    assert [(t.lease_id, t.ended) for t in lease_terms(after_first)][:2] == [
+        (ids["second"], "released"),
+        (ids["third"], REPLACED_AFTER_EXPIRY),
+    ]
+    # a stretch cut just after a replaced term's ending cannot name who replaced it
+    third_only = [e for e in events if 6 <= e.originator_version <= 7]
+    (third,) = lease_terms(third_only)
+    assert (third.lease_id, third.ended, third.released_by) == (
+        ids["third"],
+        REPLACED_AFTER_EXPIRY,
+        None,
+    )
 
 
 def new_handoff() -> Handoff:
