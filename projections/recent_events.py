@@ -8,6 +8,10 @@ request's first read does (`read_committed`). Memory holds every row after `floo
 order: the log commits in order (the events table lock on PostgreSQL, the write lock on SQLite),
 so a read after the last position held never skips a row that commits later. Nothing is read
 while nobody subscribes.
+
+Each organization's subscribers wait on a signal of their own: a read wakes only those of the
+organizations whose rows it brought, so a commit costs the streams of other organizations
+nothing (bench/streams.py).
 """
 
 from __future__ import annotations
@@ -23,62 +27,93 @@ CAPACITY = 4096
 READ_BATCH = 1000
 
 
+class _Organization:
+    """The subscribers of one organization: how many, and the signal they wait on."""
+
+    def __init__(self, lock: threading.Lock):
+        self.subscribers = 0
+        self.version = 0
+        self.changed = threading.Condition(lock)
+
+    def signal(self) -> None:
+        self.version += 1
+        self.changed.notify_all()
+
+
 class RecentEvents:
     def __init__(self, log: EventLog, capacity: int = CAPACITY):
         self.log = log
         self._capacity = capacity
-        self._changed = threading.Condition()
-        self._version = 0
+        self._lock = threading.Lock()
+        self._organizations: dict[str, _Organization] = {}
+        """The organizations with subscribers in this process."""
         self._floor: int | None = None
         """Every row after it is held (up to `_through`); None while nothing is held."""
         self._through = 0
         self._held: deque[tuple[str, Published]] = deque()
         self._by_organization: dict[str, deque[Published]] = {}
-        self._subscribers = 0
 
-    def subscribe(self) -> None:
+    def subscribe(self, organization: str) -> None:
         """A stream or long-poll starts: the follower keeps memory current from now on."""
-        with self._changed:
-            self._subscribers += 1
+        with self._lock:
+            waiting = self._organizations.get(organization)
+            if waiting is None:
+                waiting = self._organizations[organization] = _Organization(self._lock)
+            waiting.subscribers += 1
 
-    def unsubscribe(self) -> None:
-        with self._changed:
-            self._subscribers -= 1
+    def unsubscribe(self, organization: str) -> None:
+        with self._lock:
+            waiting = self._organizations[organization]
+            waiting.subscribers -= 1
+            if not waiting.subscribers:
+                del self._organizations[organization]
 
     def committed(self, position: int) -> None:
         """A command of this process committed: wake subscribers now if they read the table
         (nothing held yet, or no follower, as in an app served in-process); the follower's
         next read wakes them otherwise."""
-        with self._changed:
+        with self._lock:
             if self._floor is None:
-                self._version += 1
-                self._changed.notify_all()
+                self._signal_all()
 
-    def version(self) -> int:
-        """Changes whenever rows arrive; `wait_past` it to sleep until then."""
-        return self._version
+    def version(self, organization: str) -> int:
+        """Changes whenever rows of the organization arrive (while it has subscribers);
+        `wait_past` it to sleep until then."""
+        waiting = self._organizations.get(organization)
+        return waiting.version if waiting is not None else 0
 
     def wait_past(
-        self, version: int, timeout: float, until: Callable[[], bool] = lambda: False
+        self,
+        organization: str,
+        version: int,
+        timeout: float,
+        until: Callable[[], bool] = lambda: False,
     ) -> bool:
-        """Block until rows arrived after `version` was read, `until()` holds (checked whenever
-        `wake` is called) or time is up."""
-        with self._changed:
-            return self._changed.wait_for(
-                lambda: self._version != version or until(), max(timeout, 0)
+        """Block a subscriber of the organization until its rows arrived after `version` was
+        read, `until()` holds (checked whenever `wake` is called) or time is up."""
+        with self._lock:
+            waiting = self._organizations[organization]
+            return waiting.changed.wait_for(
+                lambda: waiting.version != version or until(), max(timeout, 0)
             )
 
     def wake(self) -> None:
-        """Wake every waiter to check its `until` (a subscription's key was revoked)."""
-        with self._changed:
-            self._changed.notify_all()
+        """Wake every waiter to check its `until` (a subscription's key was revoked, its
+        client went away)."""
+        with self._lock:
+            for waiting in self._organizations.values():
+                waiting.changed.notify_all()
+
+    def _signal_all(self) -> None:
+        for waiting in self._organizations.values():
+            waiting.signal()
 
     def read(
         self, organization: str, after: int, types: tuple[str, ...], limit: int
     ) -> list[Published]:
         """The organization's events after a position, oldest first: from memory when it holds
         every row after `after`, else from the table."""
-        with self._changed:
+        with self._lock:
             held = self._floor is not None and after >= self._floor
             if held:
                 newer: list[Published] = []
@@ -104,8 +139,8 @@ class RecentEvents:
 
     def refresh(self) -> None:
         """Read the rows committed since the last read (the follower calls it on each commit)."""
-        with self._changed:
-            if not self._subscribers:
+        with self._lock:
+            if not self._organizations:
                 self._forget()
                 return
             start = self._through if self._floor is not None else None
@@ -127,13 +162,12 @@ class RecentEvents:
 
     def _hold_from(self, position: int) -> None:
         """Start holding: everything up to `position` is the table's to serve."""
-        with self._changed:
+        with self._lock:
             self._floor = self._through = position
-            self._version += 1
-            self._changed.notify_all()
+            self._signal_all()
 
     def _add(self, rows: list[tuple[str, Published]]) -> None:
-        with self._changed:
+        with self._lock:
             if self._floor is None:
                 return  # forgotten meanwhile
             for organization, event in rows:
@@ -147,5 +181,6 @@ class RecentEvents:
                     del self._by_organization[organization]
                 self._floor = oldest.position
             self._through = rows[-1][1].position
-            self._version += 1
-            self._changed.notify_all()
+            for organization in {organization for organization, _ in rows}:
+                if (waiting := self._organizations.get(organization)) is not None:
+                    waiting.signal()

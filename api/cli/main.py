@@ -33,10 +33,11 @@ def _refusal(exc: Exception) -> bool:
     The key store and the projections are imported only here, once something failed, so that
     commands which never open a store load no database driver.
     """
+    from titen.api.rest.settings import BadSettings
     from titen.projections.failures import ProjectionFailed
     from titen.service.keys import KeyRefused
 
-    refusals = (BadDatabaseURL, CannotOpen, KeyRefused, ProjectionFailed)
+    refusals = (BadDatabaseURL, CannotOpen, KeyRefused, ProjectionFailed, BadSettings)
     if isinstance(exc, refusals):
         return True
     if "titen.api.rest.connections" in sys.modules:  # loaded only by `serve`

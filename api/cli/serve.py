@@ -7,7 +7,12 @@ import os
 from typing import Any
 
 from titen.api.cli.options import database_command, open_services
-from titen.api.rest.settings import DEFAULT_WORKERS, DEFAULTS, ServerSettings
+from titen.api.rest.settings import (
+    DEFAULT_WORKERS,
+    DEFAULTS,
+    ServerSettings,
+    subscriber_quotas,
+)
 from titen.storage.database import parse
 
 
@@ -31,21 +36,24 @@ def add_commands(commands: Any) -> None:
     )
     serve.add_argument(
         "--max-subscribers",
-        type=int,
+        type=_positive,
         default=DEFAULTS.max_subscribers,
-        help="open event streams and waiting long-polls served at once (each has its own thread)",
+        help="open event streams and waiting long-polls served at once (each has its own "
+        f"thread; default {DEFAULTS.max_subscribers})",
     )
     serve.add_argument(
         "--max-subscribers-per-org",
-        type=int,
-        default=DEFAULTS.max_subscribers_per_org,
-        help="of those, how many one organization may hold",
+        type=_positive,
+        default=None,
+        help="of those, how many one organization may hold (default "
+        f"{DEFAULTS.max_subscribers_per_org}, at most --max-subscribers)",
     )
     serve.add_argument(
         "--max-subscribers-per-principal",
-        type=int,
-        default=DEFAULTS.max_subscribers_per_principal,
-        help="of those, how many one principal may hold",
+        type=_positive,
+        default=None,
+        help="of those, how many one principal may hold (default "
+        f"{DEFAULTS.max_subscribers_per_principal}, at most --max-subscribers-per-org)",
     )
     serve.add_argument(
         "--request-head-timeout",
@@ -125,14 +133,17 @@ def _retry_seconds(text: str) -> tuple[float, ...]:
 
 
 def _settings(args: argparse.Namespace) -> ServerSettings:
+    per_org, per_principal = subscriber_quotas(
+        args.max_subscribers, args.max_subscribers_per_org, args.max_subscribers_per_principal
+    )
     return ServerSettings(
         host=args.host,
         port=args.port,
         workers=args.workers or DEFAULT_WORKERS[parse(args.database).kind],
         threads=args.threads,
         max_subscribers=args.max_subscribers,
-        max_subscribers_per_org=args.max_subscribers_per_org,
-        max_subscribers_per_principal=args.max_subscribers_per_principal,
+        max_subscribers_per_org=per_org,
+        max_subscribers_per_principal=per_principal,
         request_head_timeout=args.request_head_timeout,
         connection_limit=args.connection_limit,
         heartbeat_seconds=args.heartbeat_seconds,
@@ -174,6 +185,16 @@ def _port(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
     return port
+
+
+def _positive(text: str) -> int:
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+    return count
 
 
 def _process_count(text: str) -> int:

@@ -11,7 +11,7 @@ from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
 from titen.api.rest.cors import cors
-from titen.api.rest.events import Events, EventStream, Subscribers
+from titen.api.rest.events import Events, EventStream
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
@@ -23,6 +23,7 @@ from titen.api.rest.openapi import document
 from titen.api.rest.path_ids import PathIds
 from titen.api.rest.reference import Docs, OpenAPIDocument
 from titen.api.rest.settings import DEFAULTS, ServerSettings
+from titen.api.rest.subscribers import Limits, Subscribers
 from titen.api.rest.tickets import EventTickets
 from titen.api.rest.webhooks import (
     WebhookDeliveries,
@@ -88,9 +89,12 @@ def create_app(
 def _resources(services: Services, settings: ServerSettings) -> dict[type, object]:
     """One instance of each resource class, given only the service it calls."""
     recent = services.recent_events
-    subscribers = Subscribers(
-        settings.max_subscribers, settings.heartbeat_seconds, services.revocations, recent
+    limits = Limits(
+        settings.max_subscribers,
+        settings.max_subscribers_per_org,
+        settings.max_subscribers_per_principal,
     )
+    subscribers = Subscribers(limits, settings.heartbeat_seconds, services.revocations, recent)
     idempotency = Idempotency(services.answers)
     webhooks = services.webhooks
     return {

@@ -15,7 +15,12 @@ files. What waitress does not offer is added in small subclasses:
   connection, and the client may lose the answer it was about to read);
 - `Task` ends a HEAD answer at its head: waitress writes the last-chunk marker of a chunked
   answer (an event stream's) even for HEAD, a stray body that corrupts the connection's next
-  answer.
+  answer;
+- `Channel.watch` (offered to the app as `WATCH_CLIENT` in the request's environ) keeps reading
+  a connection while its request waits, as a stream or a long-poll does, so that a client
+  closing it is seen at once, and the waiter woken, instead of at the next write (waitress
+  reads a connection only between requests unless it pipelines, which would cut off a client
+  that half-closes after sending its request).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import logging
 import resource
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from waitress.adjustments import Adjustments
@@ -38,6 +44,7 @@ from waitress.utilities import RequestEntityTooLarge
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
 from titen.api.rest.settings import ServerSettings
+from titen.api.rest.subscribers import WATCH_CLIENT
 
 log = logging.getLogger("titen.server")
 
@@ -105,7 +112,19 @@ def _message(status: int, detail: str) -> str:
 
 
 class Task(WSGITask):
-    """One request's answer; a HEAD answer is its head alone, chunked or not."""
+    """One request's answer; a HEAD answer is its head alone, chunked or not. Its environ
+    offers the app `WATCH_CLIENT` (Channel.watch), which ends with the request."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ = super().get_environment()
+        environ[WATCH_CLIENT] = self.channel.watch
+        return environ
+
+    def service(self) -> None:
+        try:
+            super().service()
+        finally:
+            self.channel.on_gone = None
 
     def finish(self) -> None:
         if self.request.command == "HEAD":
@@ -124,6 +143,8 @@ class Channel(HTTPChannel):
     linger_after_close = False
     draining_until = 0.0
     drained = 0
+    on_gone: Callable[[], None] | None = None
+    """Set while a request waits watching its connection (`watch`): called when it closes."""
 
     def __init__(self, server: Server, sock: socket.socket, addr: Any, adj: Any, map: Any = None):
         super().__init__(server, sock, addr, adj, map)
@@ -146,9 +167,22 @@ class Channel(HTTPChannel):
             and now - self.head_started > timeout
         )
 
+    def watch(self, on_gone: Callable[[], None]) -> Callable[[], bool]:
+        """Read this connection while its request waits: call `on_gone` (from the server's
+        loop) when the client closes it. Returns whether it has."""
+        self.on_gone = on_gone
+        self.server.pull_trigger()  # the loop then polls this connection for reading again
+        return self.check_client_disconnected
+
     def readable(self) -> bool:
         if self.draining_until:
             return self.drained < LINGER_BYTES
+        if self.on_gone is not None:  # at most one request read ahead of the waiting one
+            return (
+                self.connected
+                and not (self.will_close or self.close_when_flushed)
+                and len(self.requests) <= 1
+            )
         return super().readable()
 
     def writable(self) -> bool:
@@ -157,6 +191,7 @@ class Channel(HTTPChannel):
     def handle_read(self) -> None:
         if not self.draining_until:
             super().handle_read()
+            self._notice_gone()
             return
         try:
             self.drained += len(self.recv(self.adj.recv_bytes))  # an end of input closes
@@ -184,6 +219,13 @@ class Channel(HTTPChannel):
         self.draining_until = 0.0
         self.linger_after_close = False
         super().handle_close()
+        self._notice_gone()
+
+    def _notice_gone(self) -> None:
+        on_gone = self.on_gone
+        if on_gone is not None and not self.connected:
+            self.on_gone = None
+            on_gone()
 
 
 class Server(TcpWSGIServer):

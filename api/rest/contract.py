@@ -17,10 +17,12 @@ from titen.api.rest.errors import CODES
 # Codes some routes answer beyond the one-per-status table in errors.CODES.
 IDEMPOTENCY_KEY_IN_USE = "IDEMPOTENCY_KEY_IN_USE"
 IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+TOO_MANY_SUBSCRIBERS = "TOO_MANY_SUBSCRIBERS"
 STATUS_OF = {
     **{code: status for status, code in CODES.items()},
     IDEMPOTENCY_KEY_IN_USE: 409,
     IDEMPOTENCY_KEY_REUSED: 422,
+    TOO_MANY_SUBSCRIBERS: 429,
 }
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"

@@ -42,7 +42,8 @@ DEFAULT_MESSAGES = {
     503: "The service is unavailable; retry.",
 }
 RETRY_AFTER_SECONDS = 2
-"""Sent with every 503: when a client may try again (an outage, contention, a full server)."""
+"""Sent with every 503 and 429: when a client may try again (an outage, contention, a full
+server, a quota of subscriptions in use)."""
 
 
 class Refusal(falcon.HTTPError):
@@ -52,7 +53,7 @@ class Refusal(falcon.HTTPError):
         headers = None
         if status == 401:
             headers = {"WWW-Authenticate": "Bearer"}
-        elif status == 503:
+        elif status in (429, 503):
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         super().__init__(status, description=message, headers=headers)
         self.envelope_code = code

@@ -3,7 +3,8 @@
 A principal reads its own organization's committed public events. Cursors have the opaque form
 of the handoff inbox's (api/paging.py); `next_cursor` is always one to resume from. Streams and
 waiting long-polls wait on the follower's signal, never on a database connection, and are
-bounded by a subscriber limit so they cannot take the threads that serve everything else. They
+bounded by a subscriber limit so they cannot take the threads that serve everything else, and
+by quotas per organization and principal (api/rest/subscribers.py). They
 read from memory what the follower read once for all of them (projections/recent_events.py).
 Each watches the key it was opened with (or the key its ticket came from, for a browser:
 service/tickets.py): revoking the key ends a stream and answers a waiting long-poll 401, in
@@ -13,7 +14,6 @@ every server process (service/revocations.py).
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -25,6 +25,7 @@ from titen.api.rest.contract import (
     INSTANT,
     INTEGER,
     STRING,
+    TOO_MANY_SUBSCRIBERS,
     Operation,
     answers,
     array,
@@ -34,7 +35,6 @@ from titen.api.rest.contract import (
 from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.methods import is_head
-from titen.api.rest.metrics import SUBSCRIBERS
 from titen.api.rest.paging import (
     LIMIT,
     decimal,
@@ -44,10 +44,11 @@ from titen.api.rest.paging import (
     reject_unknown,
     single,
 )
+from titen.api.rest.subscribers import Subscribers
 from titen.domain.events import PUBLISHED
 from titen.projections.event_log import Published
 from titen.projections.recent_events import RecentEvents
-from titen.service.revocations import Revocations
+from titen.service.keys import Principal
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
@@ -95,39 +96,6 @@ FRAME = obj(
 """One Server-Sent Events frame: `id` the event's cursor, `event` its type, `data` the event."""
 
 
-class Subscribers:
-    """The streams and waiting long-polls one process serves at once, their heartbeat, and the
-    revocations that end them."""
-
-    def __init__(
-        self,
-        limit: int,
-        heartbeat_seconds: float,
-        revocations: Revocations,
-        recent: RecentEvents,
-    ):
-        self.limit = limit
-        self.heartbeat_seconds = heartbeat_seconds
-        self.revocations = revocations
-        self.recent = recent
-        self._slots = threading.BoundedSemaphore(limit)
-
-    def admit(self) -> None:
-        if not self._slots.acquire(blocking=False):
-            raise error(
-                503,
-                f"Too many open subscriptions on this server (limit {self.limit}); "
-                "retry later or poll GET /v1/events without wait.",
-            )
-        SUBSCRIBERS.inc()
-        self.recent.subscribe()
-
-    def leave(self) -> None:
-        SUBSCRIBERS.dec()
-        self.recent.unsubscribe()
-        self._slots.release()
-
-
 class Events:
     contract = operations(
         get=Operation(
@@ -141,7 +109,7 @@ class Events:
                 "wait": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
             },
             answer=answers(obj({"events": array(EVENT), "next_cursor": STRING})),
-            errors=("UNAVAILABLE",),
+            errors=("UNAVAILABLE", TOO_MANY_SUBSCRIBERS),
             tickets=True,
         )
     )
@@ -151,7 +119,8 @@ class Events:
         self.subscribers = subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        organization = principal_of(req).organization
+        principal = principal_of(req)
+        organization = principal.organization
         reject_unknown(req.params, {"after", "types", "limit", "wait", TICKET})
         after = _after(single(req.params, "after"), self.recent)
         types = _types(req)
@@ -160,19 +129,27 @@ class Events:
         recent = self.recent
         events = recent.read_committed(organization, after, types, limit)
         if not events and wait > 0:
-            self.subscribers.admit()
+            self.subscribers.admit(principal)
             try:
                 with self.subscribers.revocations.watch(*key_of(req)) as watch:
+                    gone = self.subscribers.client_gone(req)
                     deadline = time.monotonic() + wait
                     while not events and (remaining := deadline - time.monotonic()) > 0:
-                        seen = recent.version()
+                        seen = recent.version(organization)
                         events = recent.read(organization, after, types, limit)
                         if not events:
-                            recent.wait_past(seen, remaining, watch.revoked.is_set)
+                            recent.wait_past(
+                                organization,
+                                seen,
+                                remaining,
+                                lambda: watch.revoked.is_set() or gone(),
+                            )
                         if watch.revoked.is_set():
                             raise error(401, "The API key was revoked.")
+                        if gone():
+                            break  # nobody to answer: free the slot now
             finally:
-                self.subscribers.leave()
+                self.subscribers.leave(principal)
         resp.media = {
             "data": {
                 "events": [_served(e) for e in events],
@@ -200,7 +177,7 @@ class EventStream:
             ),
             answer=FRAME,
             media=EVENT_STREAM,
-            errors=("UNAVAILABLE",),
+            errors=("UNAVAILABLE", TOO_MANY_SUBSCRIBERS),
             tickets=True,
         )
     )
@@ -210,7 +187,7 @@ class EventStream:
         self.subscribers = subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        organization = principal_of(req).organization
+        principal = principal_of(req)
         reject_unknown(req.params, {"after", "types", TICKET})
         # A browser's EventSource reconnects to the URL it was opened with, `after` and all,
         # and names the last frame it received in Last-Event-ID: that one is where it stands.
@@ -222,24 +199,27 @@ class EventStream:
         if is_head(req):
             resp.stream = iter(())  # no slot, and, as for a stream, no Content-Length
             return
-        self.subscribers.admit()
-        resp.stream = Stream(self, organization, after, types, key_of(req))
+        self.subscribers.admit(principal)
+        gone = self.subscribers.client_gone(req)
+        resp.stream = Stream(self, principal, after, types, key_of(req), gone)
 
 
 class Stream:
     """The WSGI body of one stream; `close()` (called by the server) frees its slot. It ends
-    by itself when the key it was opened with is revoked."""
+    by itself when the key it was opened with is revoked, or when its client goes away."""
 
     def __init__(
         self,
         resource: EventStream,
-        organization: str,
+        principal: Principal,
         after: int,
         types: tuple,
         key: tuple[str, int],
+        gone: Callable[[], bool],
     ):
         self._resource = resource
-        self._events = self._follow(organization, after, types, key)
+        self._principal = principal
+        self._events = self._follow(principal.organization, after, types, key, gone)
         self._closed = False
 
     def __iter__(self) -> Iterator[bytes]:
@@ -249,23 +229,30 @@ class Stream:
         if not self._closed:
             self._closed = True
             self._events.close()
-            self._resource.subscribers.leave()
+            self._resource.subscribers.leave(self._principal)
 
     def _follow(
-        self, organization: str, after: int, types: tuple, key: tuple[str, int]
+        self,
+        organization: str,
+        after: int,
+        types: tuple,
+        key: tuple[str, int],
+        gone: Callable[[], bool],
     ) -> Iterator[bytes]:
         with self._resource.subscribers.revocations.watch(*key) as watch:
-            yield from self._frames(organization, after, types, watch.revoked.is_set)
+            yield from self._frames(
+                organization, after, types, lambda: watch.revoked.is_set() or gone()
+            )
 
     def _frames(
-        self, organization: str, after: int, types: tuple, revoked: Callable[[], bool]
+        self, organization: str, after: int, types: tuple, ended: Callable[[], bool]
     ) -> Iterator[bytes]:
         recent = self._resource.recent
         heartbeat = self._resource.subscribers.heartbeat_seconds
         yield b": connected\n\n"
         quiet_since = time.monotonic()
-        while not revoked():
-            seen = recent.version()
+        while not ended():
+            seen = recent.version(organization)
             events = recent.read(organization, after, types, STREAM_BATCH)
             for event in events:
                 yield _frame(event)
@@ -276,7 +263,9 @@ class Stream:
             if time.monotonic() - quiet_since >= heartbeat:
                 yield b": heartbeat\n\n"
                 quiet_since = time.monotonic()
-            recent.wait_past(seen, heartbeat - (time.monotonic() - quiet_since), revoked)
+            recent.wait_past(
+                organization, seen, heartbeat - (time.monotonic() - quiet_since), ended
+            )
 
 
 def _served(event: Published) -> dict:

@@ -41,6 +41,7 @@ REASONS = {
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON.",
     422: "The Idempotency-Key was used with a different request body.",
+    429: "The caller's quota is in use; retry after closing one.",
     500: "Internal error.",
     503: "Unavailable for now; retry.",
 }
@@ -152,7 +153,7 @@ def _responses(operation: Operation) -> dict[str, Any]:
             "description": f"{REASONS[status]} Codes: {', '.join(codes)}.",
             "content": {JSON: {"schema": _error_schema(codes)}},
         }
-        if status == 503:
+        if status in (429, 503):
             responses[str(status)]["headers"] = {"Retry-After": RETRY_AFTER}
     return responses
 

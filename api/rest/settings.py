@@ -50,3 +50,27 @@ class ServerSettings:
 
 
 DEFAULTS = ServerSettings()
+
+
+class BadSettings(ValueError):
+    """Options that contradict each other; the message names them."""
+
+
+def subscriber_quotas(
+    total: int, per_org: int | None, per_principal: int | None
+) -> tuple[int, int]:
+    """The per-organization and per-principal quotas of subscribers, each within the limit
+    above it: one not given is its default, lowered to fit (`--max-subscribers 4` alone admits
+    4 per organization and per principal); one given above the limit it sits under is refused,
+    since it could never be reached."""
+    org = min(DEFAULTS.max_subscribers_per_org, total) if per_org is None else per_org
+    if org > total:
+        raise BadSettings(f"--max-subscribers-per-org {org} is more than --max-subscribers {total}")
+    if per_principal is None:
+        return org, min(DEFAULTS.max_subscribers_per_principal, org)
+    if per_principal > org:
+        raise BadSettings(
+            f"--max-subscribers-per-principal {per_principal} is more than "
+            f"--max-subscribers-per-org {org}"
+        )
+    return org, per_principal

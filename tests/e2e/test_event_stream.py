@@ -30,7 +30,12 @@ def acquire(http: Http, resource_id: str) -> dict:
 
 @pytest.fixture
 def server(database: str) -> Iterator[Server]:
-    server = Server(database, 8, "--heartbeat-seconds", "0.3", "--max-subscribers", "60")
+    server = Server(
+        database,
+        8,
+        *("--heartbeat-seconds", "0.3", "--max-subscribers", "60"),
+        *("--max-subscribers-per-org", "60", "--max-subscribers-per-principal", "60"),
+    )
     yield server
     server.stop()
 
@@ -144,28 +149,34 @@ def test_fifty_open_streams_do_not_starve_the_api(server):
 
 
 def test_past_the_subscriber_limit_a_stream_gets_503_and_the_api_still_answers(database):
-    server = Server(database, 4, "--max-subscribers", "2", "--heartbeat-seconds", "0.3")
+    """The server's limit, with each organization within its quota: 503, not 429."""
+    server = Server(
+        database, 4, "--max-subscribers", "2", "--max-subscribers-per-org", "1"
+    )  # heartbeats every 15 s: a closed stream's slot comes back without one
     try:
         (alice,) = keys(database, "agent_alice")
-        open_streams = [EventStreamReader(server.url, alice) for _ in range(2)]
-        refused = EventStreamReader(server.url, alice)
+        (umbra,) = keys(database, "agent_u", org="umbra")
+        (third,) = keys(database, "agent_t", org="third")
+        open_streams = [EventStreamReader(server.url, k) for k in (alice, umbra)]
+        refused = EventStreamReader(server.url, third)
         assert refused.status == 503
+        assert refused.response.getheader("retry-after") == "2"
         body = refused.response.read()
         assert b'"UNAVAILABLE"' in body and b"limit 2" in body
-        status, _ = Http(server.url, alice).request("GET", "/v1/events?wait=1")
+        status, _ = Http(server.url, third).request("GET", "/v1/events?wait=1")
         assert status == 503
-        acquire(Http(server.url, alice), "still-served")
+        acquire(Http(server.url, third), "still-served")
         open_streams[0].close()
-        deadline = time.monotonic() + 10  # the server notices the close at a heartbeat
+        deadline = time.monotonic() + 3  # the server sees the close within a second
         while time.monotonic() < deadline:
-            retry = EventStreamReader(server.url, alice)
+            retry = EventStreamReader(server.url, third)
             if retry.status == 200:
                 retry.close()
                 break
             retry.close()
-            time.sleep(0.2)
+            time.sleep(0.1)
         else:
-            pytest.fail("a closed stream's slot was never freed")
+            pytest.fail("a closed stream's slot was not freed within ~1 s")
         open_streams[1].close()
     finally:
         server.stop()

@@ -189,3 +189,37 @@ def test_serve_logs_the_absolute_path_of_a_relative_sqlite_database(tmp_path, mo
     server = Server("sqlite:///relative.db")
     server.stop()
     assert f"sqlite:///{tmp_path / 'relative.db'}" in server.log
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        (("--max-subscribers-per-org", "65"), "--max-subscribers-per-org 65 is more than"),
+        (
+            ("--max-subscribers-per-org", "4", "--max-subscribers-per-principal", "5"),
+            "--max-subscribers-per-principal 5 is more than --max-subscribers-per-org 4",
+        ),
+        (("--max-subscribers", "2", "--max-subscribers-per-org", "3"), "more than"),
+    ],
+)
+def test_subscriber_quotas_above_their_limit_are_refused(tmp_path, options, reason):
+    line = refused(
+        "serve", "--port", str(free_port()), *options, database=f"sqlite:///{tmp_path}/t.db"
+    )
+    assert reason in line
+    assert not (tmp_path / "t.db").exists()
+
+
+@pytest.mark.parametrize(
+    "option", ["--max-subscribers", "--max-subscribers-per-org", "--max-subscribers-per-principal"]
+)
+@pytest.mark.parametrize("value", ["0", "-1", "x"])
+def test_subscriber_limits_must_be_positive_whole_numbers(tmp_path, option, value):
+    run = subprocess.run(
+        [TITEN, "serve", option, value, "--database", f"sqlite:///{tmp_path}/t.db"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 2 and "is not a whole number of 1 or more" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "t.db").exists()

@@ -25,14 +25,14 @@ def hide_the_table(services: Services) -> None:
 def test_subscribers_read_new_rows_from_memory_filtered_by_organization(services):
     acquire(services, "acme", 0)
     recent = RecentEvents(services.event_log)
-    recent.subscribe()
+    recent.subscribe("acme")
     recent.refresh()  # holds from the log's end on
     held_from = services.event_log.last_position()
-    version = recent.version()
+    version = recent.version("acme")
     for n in range(1, 6):
         acquire(services, "acme" if n % 2 else "umbra", n)
     recent.refresh()  # one read for all organizations
-    assert recent.version() != version
+    assert recent.version("acme") != version
     expected = {org: services.event_log.read(org, held_from, (), 100) for org in ("acme", "umbra")}
     hide_the_table(services)  # from here on, only memory can answer
     assert recent.read("acme", held_from, (), 100) == expected["acme"]
@@ -47,7 +47,7 @@ def test_a_cursor_older_than_memory_reads_the_table(services):
     for n in range(4):
         acquire(services, "acme", n)
     recent = RecentEvents(services.event_log, capacity=2)
-    recent.subscribe()
+    recent.subscribe("acme")
     recent.refresh()
     for n in range(4, 8):
         acquire(services, "acme", n)
@@ -58,11 +58,25 @@ def test_a_cursor_older_than_memory_reads_the_table(services):
 
 def test_nothing_is_read_while_nobody_subscribes(services):
     recent = RecentEvents(services.event_log)
-    recent.subscribe()
+    recent.subscribe("acme")
     recent.refresh()
-    recent.unsubscribe()
+    recent.unsubscribe("acme")
     hide_the_table(services)
     recent.refresh()  # would fail if it read
-    version = recent.version()
+    recent.subscribe("acme")  # nothing held until the follower's next read
+    version = recent.version("acme")
     recent.committed(1)  # nothing held: a local commit wakes readers of the table at once
-    assert recent.version() != version
+    assert recent.version("acme") != version
+
+
+def test_a_read_wakes_only_the_subscribers_of_organizations_it_brought_rows_of(services):
+    recent = RecentEvents(services.event_log)
+    recent.subscribe("acme")
+    recent.subscribe("umbra")
+    recent.refresh()
+    acme, umbra = recent.version("acme"), recent.version("umbra")
+    acquire(services, "acme", 1)
+    recent.refresh()
+    assert recent.version("acme") != acme
+    assert recent.version("umbra") == umbra
+    assert not recent.wait_past("umbra", umbra, 0.05)  # slept: nothing of its own arrived

@@ -1,0 +1,120 @@
+"""The slots of open event streams and waiting long-polls: a limit per server process, and
+quotas per organization and per principal so that no one can take every slot.
+
+A stream or a long-poll that waits holds a waitress thread, so their number is bounded by
+`--max-subscribers`; within it an organization holds at most `--max-subscribers-per-org` and a
+principal at most `--max-subscribers-per-principal`, streams and waiting long-polls alike.
+Past a quota the caller is answered 429 `TOO_MANY_SUBSCRIBERS` (it is its own use: close one of
+its subscriptions); past the limit 503 `UNAVAILABLE` (the server is full). Both carry
+Retry-After. Quotas are checked first, so a noisy organization is told it is the one over.
+
+A slot is freed as soon as its subscription ends; a subscription ends within a second of its
+client closing the connection: the server watches the socket of each one while it waits
+(`client_gone`, api/rest/connections.py) instead of learning it at the next heartbeat.
+With `titen serve --workers N` the limit and the quotas are each worker process's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import falcon
+
+from titen.api.rest.contract import TOO_MANY_SUBSCRIBERS
+from titen.api.rest.errors import error
+from titen.api.rest.metrics import SUBSCRIBERS
+from titen.projections.recent_events import RecentEvents
+from titen.service.keys import Principal
+from titen.service.revocations import Revocations
+
+WATCH_CLIENT = "titen.watch_client"
+"""The WSGI environ key under which the server (api/rest/connections.py) offers to watch the
+request's connection: `watch(on_gone)` returns whether the client has gone, and calls `on_gone`
+(from the server's loop) when it goes. Absent in-process (falcon's TestClient): never gone."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    total: int
+    per_org: int
+    per_principal: int
+
+
+class Subscribers:
+    """The streams and waiting long-polls one process serves at once, their heartbeat, and
+    what ends them: a revoked key, a client gone."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        heartbeat_seconds: float,
+        revocations: Revocations,
+        recent: RecentEvents,
+    ):
+        self.limits = limits
+        self.heartbeat_seconds = heartbeat_seconds
+        self.revocations = revocations
+        self.recent = recent
+        self._lock = threading.Lock()
+        self._open = 0
+        self._by_org: Counter[str] = Counter()
+        self._by_principal: Counter[tuple[str, str]] = Counter()
+
+    def admit(self, principal: Principal) -> None:
+        """Take a slot for this principal, or refuse (429 over a quota, 503 when full)."""
+        org, name = principal.organization, principal.name
+        with self._lock:
+            self._check(org, name)
+            self._open += 1
+            self._by_org[org] += 1
+            self._by_principal[org, name] += 1
+        SUBSCRIBERS.inc()
+        self.recent.subscribe(org)
+
+    def leave(self, principal: Principal) -> None:
+        org, name = principal.organization, principal.name
+        self.recent.unsubscribe(org)
+        SUBSCRIBERS.dec()
+        with self._lock:
+            self._open -= 1
+            self._by_org[org] -= 1
+            self._by_principal[org, name] -= 1
+            if not self._by_org[org]:
+                del self._by_org[org]
+            if not self._by_principal[org, name]:
+                del self._by_principal[org, name]
+
+    def client_gone(self, req: falcon.Request) -> Callable[[], bool]:
+        """Whether the request's client has closed its connection; waiters are woken when it
+        does, so they notice at once."""
+        watch = req.env.get(WATCH_CLIENT)
+        if watch is None:
+            return lambda: False
+        return watch(self.recent.wake)
+
+    def _check(self, org: str, name: str) -> None:
+        limits = self.limits
+        advice = "close one, or poll GET /v1/events without wait."
+        if self._by_principal[org, name] >= limits.per_principal:
+            raise _over(
+                f"This principal already holds {limits.per_principal} open subscriptions on this "
+                f"server, its quota; {advice}"
+            )
+        if self._by_org[org] >= limits.per_org:
+            raise _over(
+                f"This organization already holds {limits.per_org} open subscriptions on this "
+                f"server, its quota; {advice}"
+            )
+        if self._open >= limits.total:
+            raise error(
+                503,
+                f"Too many open subscriptions on this server (limit {limits.total}); "
+                "retry later or poll GET /v1/events without wait.",
+            )
+
+
+def _over(message: str) -> falcon.HTTPError:
+    return error(429, message, TOO_MANY_SUBSCRIBERS)
