@@ -53,7 +53,10 @@ def load_long_history(
 ) -> None:
     """One resource with `leases` earlier leases, each acquired and released (all ended)."""
     app, clock = services.app, services.clock
-    lease = Lease(organization, RESOURCE_TYPE, resource_id)
+    keys = app.resource_keys
+    lease = Lease(
+        keys.of(organization, RESOURCE_TYPE, resource_id), organization, RESOURCE_TYPE, resource_id
+    )
     started = time.monotonic()
     for done in range(1, leases + 1):
         now = clock.now()
@@ -78,10 +81,12 @@ def load_unreleased(
 ) -> None:
     """`count` resources, each holding one unreleased lease that expires in a day."""
     app, clock = services.app, services.clock
+    keys = app.resource_keys
     pending: list[Lease] = []
     started = time.monotonic()
     for done in range(1, count + 1):
-        lease = Lease(organization, RESOURCE_TYPE, f"unreleased-{done}")
+        resource = (organization, RESOURCE_TYPE, f"unreleased-{done}")
+        lease = Lease(keys.of(*resource), *resource)
         lease.acquire(
             lease_id=new_id(LEASE),
             holder=holder,
@@ -109,6 +114,7 @@ def fill_events(
     """Add resources with one acquired-and-released lease each (3 events) until the log
     holds at least `until` events."""
     app, clock = services.app, services.clock
+    keys = app.resource_keys
     have = event_count(services)
     number = 0
     started = time.monotonic()
@@ -116,7 +122,8 @@ def fill_events(
         pending = []
         for _ in range(min(batch, (until - have + 2) // 3)):
             number += 1
-            lease = Lease(organization, RESOURCE_TYPE, f"filler-{number}")
+            resource = (organization, RESOURCE_TYPE, f"filler-{number}")
+            lease = Lease(keys.of(*resource), *resource)
             now = clock.now()
             term = lease.acquire(
                 lease_id=new_id(LEASE), holder=holder, purpose="history", now=now, ttl_seconds=600

@@ -65,7 +65,8 @@ def measure(
 
     def work(slot: int) -> None:
         while not stop.is_set():
-            lease = Lease("bench", "ceiling", f"{tag}-{next(numbers)}")
+            resource = ("bench", "ceiling", f"{tag}-{next(numbers)}")
+            lease = Lease(services.app.resource_keys.of(*resource), *resource)
             lease.acquire(lease_id=new_id(LEASE), holder="a", purpose="p", now=now, ttl_seconds=60)
             save(lease)
             saved[slot] += 1

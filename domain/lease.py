@@ -1,9 +1,9 @@
 """The Lease aggregate: one leasable resource of an organization and every term on it.
 
-One aggregate per (organization, resource_type, resource_id), with a deterministic id, so two
-acquires of the same resource race on the same aggregate version and the event store's
-optimistic concurrency lets exactly one of them win. Each term is recorded as events: how it
-began (Acquired) and how it ended (Released, Superseded or ReplacedAfterExpiry).
+One aggregate per (organization, resource_type, resource_id), with a deterministic id (see
+`ResourceKeys`), so two acquires of the same resource race on the same aggregate version and the
+event store's optimistic concurrency lets exactly one of them win. Each term is recorded as
+events: how it began (Acquired) and how it ended (Released, Superseded or ReplacedAfterExpiry).
 
 Every term gets a fencing token: 1 for the first acquire of the resource, one more for each
 later one, so a downstream system that remembers the highest token it has seen can refuse a
@@ -12,6 +12,7 @@ holder that was paused past its TTL while someone else took the resource (docs/l
 
 from __future__ import annotations
 
+import hmac
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,6 +25,31 @@ from titen.domain.errors import LeaseHeld, NotFound
 from titen.domain.limits import MAX_TTL_SECONDS, MIN_TTL_SECONDS
 
 NAMESPACE = UUID("6c1e4f0a-3b9d-5e2a-9f71-0d8c2b4a7e53")
+"""The uuid5 namespace of resource ids in stores created before ids were keyed."""
+
+
+@dataclass(frozen=True)
+class ResourceKeys:
+    """How one store names the Lease aggregate of a resource.
+
+    Keyed (`secret` given: stores created since ids are keyed): the first 16 bytes of an
+    HMAC-SHA256 of the resource's name under a secret only the store holds, so nobody can compute
+    the id of another organization's resource and use it as a handle (docs/security.md).
+    Unkeyed (`secret` None: stores created earlier): the uuid5 those stores' aggregates already
+    have. A store keeps one derivation for its whole life; mixing them would let one resource
+    have two aggregates, and so two holders.
+    """
+
+    secret: bytes | None
+
+    def of(self, organization: str, resource_type: str, resource_id: str) -> UUID:
+        name = json.dumps([organization, resource_type, resource_id])
+        if self.secret is None:
+            return uuid5(NAMESPACE, name)
+        return UUID(bytes=hmac.digest(self.secret, name.encode(), "sha256")[:16])
+
+
+UNKEYED = ResourceKeys(None)
 
 
 @dataclass(frozen=True)
@@ -71,12 +97,14 @@ def terms_begun(version: int) -> int:
 
 
 class Lease(Aggregate):
-    @staticmethod
-    def create_id(organization: str, resource_type: str, resource_id: str) -> UUID:
-        return uuid5(NAMESPACE, json.dumps([organization, resource_type, resource_id]))
-
     @event("Registered")
-    def __init__(self, organization: str, resource_type: str, resource_id: str):
+    def __init__(
+        self,
+        id: UUID,  # ResourceKeys.of the three below; the library sets the aggregate id from it
+        organization: str,
+        resource_type: str,
+        resource_id: str,
+    ):
         self.organization = organization
         self.resource_type = resource_type
         self.resource_id = resource_id

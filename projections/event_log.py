@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from titen.domain.clock import iso
-from titen.domain.cursors import encode_cursor
+from titen.domain.cursors import Cursors
 from titen.domain.events import HANDOFF_CREATED, LEASE_ACQUIRED, event_type
 from titen.domain.handoff import RESOLUTIONS, Handoff, public_fields, public_id
 from titen.domain.lease import Lease
@@ -28,10 +28,12 @@ class Published:
     position: int
     event: dict[str, Any]
     """A CloudEvents 1.0 object; `cursor` is added when it is served."""
+    cursor: str
+    """Its position sealed with the store's key (not stored: the rows stay the log's)."""
 
     def served(self) -> dict[str, Any]:
         """As GET /v1/events shows it and webhooks deliver it: with its `cursor`."""
-        return {**self.event, "cursor": encode_cursor(self.position)}
+        return {**self.event, "cursor": self.cursor}
 
 
 SOURCE_PREFIX = "/titen/organizations/"
@@ -42,8 +44,9 @@ class EventLog(Projection):
     name = "event_log"
     tables = ("event_log",)
 
-    def __init__(self, store: ViewStore):
+    def __init__(self, store: ViewStore, cursors: Cursors):
         self.store = store
+        self.cursors = cursors
 
     def schema(self) -> list[str]:
         return [
@@ -132,7 +135,7 @@ class EventLog(Projection):
             statement += f" AND type IN ({', '.join(['%s'] * len(types))})"
             params += types
         rows = self.store.query(statement + " ORDER BY position LIMIT %s", [*params, limit])
-        return [Published(row["position"], json.loads(row["event"])) for row in rows]
+        return [self._published(row) for row in rows]
 
     def tail(self, after: int, limit: int) -> list[tuple[str, Published]]:
         """Every organization's events after a position, oldest first, with their organization."""
@@ -141,10 +144,11 @@ class EventLog(Projection):
             " ORDER BY position LIMIT %s",
             [after, limit],
         )
-        return [
-            (row["organization"], Published(row["position"], json.loads(row["event"])))
-            for row in rows
-        ]
+        return [(row["organization"], self._published(row)) for row in rows]
+
+    def _published(self, row: dict[str, Any]) -> Published:
+        position = row["position"]
+        return Published(position, json.loads(row["event"]), self.cursors.seal(position))
 
     def last_position(self) -> int:
         """The newest row's position (0 when there is none)."""

@@ -19,7 +19,7 @@ from titen.domain.clock import Clock
 from titen.domain.errors import Contention, InvalidField, NotFound
 from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import LEASE, new_id
-from titen.domain.lease import Holding, Lease, Term
+from titen.domain.lease import Holding, Lease, ResourceKeys, Term
 from titen.storage.group_commit import GroupCommit
 from titen.storage.inline import DOMAIN_EVENTS, ReadModelWriteFailed
 
@@ -54,6 +54,9 @@ class TermAsDict(Transcoding):
 class Titen(Application[UUID]):
     name = "titen"
     snapshotting_intervals = {Lease: 100}  # noqa: RUF012 (the library's class-level config)
+    resource_keys: ResourceKeys
+    """How this store names resources' Lease aggregates: set from the store's secret once the
+    store is open (service/bootstrap.py), before any command runs."""
 
     def __init__(self, env: dict[str, str], clock: Clock):
         super().__init__(env)
@@ -95,13 +98,13 @@ class Titen(Application[UUID]):
         ttl_seconds: int,
         keep: Keep = None,
     ) -> Committed[Holding]:
-        key = Lease.create_id(organization, resource_type, resource_id)
+        key = self.resource_keys.of(organization, resource_type, resource_id)
 
         def attempt() -> tuple[Holding, Lease]:
             try:
                 lease: Lease = self.repository.get(key)
             except AggregateNotFoundError:
-                lease = Lease(organization, resource_type, resource_id)
+                lease = Lease(key, organization, resource_type, resource_id)
             holding = lease.acquire(
                 lease_id=new_id(LEASE),
                 holder=holder,

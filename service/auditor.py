@@ -3,8 +3,9 @@
 Each reads one aggregate's events from the event store (never its snapshots), replays them with
 `domain/history.py`, and answers in the wire format (instants as `iso`). Only finding which
 aggregate holds a lease, and where in it the lease's term begins, uses projections (the lease
-directory and lease_terms: a lease_id is random and names no resource); what is reported is
-always read from the log.
+directory and lease_terms: a lease_id is random and names no resource), and a handoff id is
+checked against the handoff directory first (it must be the caller organization's before its
+events are read); what is reported is always read from the log.
 
 A request reads only the events of what it shows: a page of terms reads the events after the
 previous page's last term, at most two per term (an Acquired and its ending) and one more, so
@@ -31,7 +32,6 @@ from titen.domain.history import (
     lease_terms,
 )
 from titen.domain.ids import HANDOFF, to_uuid
-from titen.domain.lease import Lease
 from titen.projections.lease_directory import LeaseEntry
 from titen.service.application import Titen
 
@@ -56,10 +56,12 @@ class Auditor:
         app: Titen,
         find_lease: Callable[[str], LeaseEntry | None],
         find_term: Callable[[str], int | None],
+        handoff_belongs_to: Callable[[str, str], bool],
     ):
         self.app = app
         self.find_lease = find_lease
         self.find_term = find_term
+        self.handoff_belongs_to = handoff_belongs_to
 
     def resource(
         self,
@@ -78,7 +80,7 @@ class Auditor:
         the cursor names, `limit` whole terms, and the next term's Acquired, which tells whether
         another page follows and who replaced the last term shown if it expired.
         """
-        key = Lease.create_id(organization, resource_type, resource_id)
+        key = self.app.resource_keys.of(organization, resource_type, resource_id)
         terms = lease_terms(self.app.events.get(key, gt=after, limit=2 * limit + 2), as_of)
         shown = terms[:limit]
         data = {
@@ -117,6 +119,8 @@ class Auditor:
         key = to_uuid(HANDOFF, handoff_id)
         if key is None or public_id(key) != handoff_id:
             raise missing
+        if not self.handoff_belongs_to(handoff_id, organization):
+            raise missing  # before reading: the id may be another organization's aggregate
         record = handoff_history(list(self.app.events.get(key)), as_of)
         if record is None or record.handoff.organization != organization:
             raise missing

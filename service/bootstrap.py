@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from titen.domain.clock import Clock, SystemClock
+from titen.domain.cursors import Cursors
 from titen.projections.event_log import EventLog
 from titen.projections.failures import Failures
+from titen.projections.handoff_directory import HandoffDirectory
 from titen.projections.inbox import Inbox
 from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
@@ -23,6 +25,7 @@ from titen.service.keys import Keys
 from titen.service.leases import LeaseService
 from titen.service.readiness import Readiness
 from titen.service.revocations import Revocations
+from titen.service.store_secret import open_secret
 from titen.service.tickets import Tickets
 from titen.service.webhooks import Webhooks
 from titen.storage.database import Database, parse
@@ -39,8 +42,10 @@ class Services:
     lease_index: LeaseIndex
     inbox: Inbox
     event_log: EventLog
+    cursors: Cursors
     lease_directory: LeaseDirectory
     lease_terms: LeaseTerms
+    handoff_directory: HandoffDirectory
     recent_events: RecentEvents
     keys: Keys
     tickets: Tickets
@@ -73,12 +78,23 @@ def bootstrap(
     with database.migrating():  # everything below creates its tables if they are missing
         app = Titen(database.env(pool_size), clock)
         store = open_store(app)
+        secret = open_secret(store, app.recorder.max_notification_id() or 0)
+        app.resource_keys = secret.resource_keys()
+        cursors = secret.cursors()
         lease_index = LeaseIndex(store)
         inbox = Inbox(store)
-        event_log = EventLog(store)
+        event_log = EventLog(store, cursors)
         lease_directory = LeaseDirectory(store)
         lease_terms = LeaseTerms(store)
-        projections = [lease_index, inbox, event_log, lease_directory, lease_terms]
+        handoff_directory = HandoffDirectory(store)
+        projections = [
+            lease_index,
+            inbox,
+            event_log,
+            lease_directory,
+            lease_terms,
+            handoff_directory,
+        ]
         failures = Failures(store, clock, [p.name for p in projections])
         projector = Projector(app, store, projections, failures)
         keys = Keys(store, clock)
@@ -105,15 +121,19 @@ def bootstrap(
         lease_index=lease_index,
         inbox=inbox,
         event_log=event_log,
+        cursors=cursors,
         lease_directory=lease_directory,
         lease_terms=lease_terms,
+        handoff_directory=handoff_directory,
         recent_events=recent_events,
         keys=keys,
         tickets=tickets,
         revocations=revocations,
         leases=leases,
-        handoffs=HandoffService(app, inbox, keys),
-        auditor=Auditor(app, lease_directory.find, lease_terms.begins),
+        handoffs=HandoffService(app, inbox, handoff_directory, keys),
+        auditor=Auditor(
+            app, lease_directory.find, lease_terms.begins, handoff_directory.belongs_to
+        ),
         answers=answers,
         readiness=Readiness(app, store, projector),
         delivery=delivery,

@@ -11,6 +11,7 @@ from uuid import UUID
 from titen.domain.errors import NotFound
 from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import HANDOFF, to_uuid
+from titen.projections.handoff_directory import HandoffDirectory
 from titen.projections.inbox import Inbox, PendingHandoff
 from titen.service import metrics
 from titen.service.application import Keep, Titen
@@ -18,9 +19,10 @@ from titen.service.keys import Keys, Principal
 
 
 class HandoffService:
-    def __init__(self, app: Titen, inbox: Inbox, keys: Keys):
+    def __init__(self, app: Titen, inbox: Inbox, directory: HandoffDirectory, keys: Keys):
         self.app = app
         self.inbox = inbox
+        self.directory = directory
         self.keys = keys
 
     def create(
@@ -61,7 +63,7 @@ class HandoffService:
     def get(self, caller: Principal, handoff_id: str) -> Handoff:
         """One handoff in any status, for its sender and its target; to anyone else, missing."""
         missing = f"No handoff {handoff_id}."
-        handoff = self.app.get_handoff(_key(handoff_id, missing), missing)
+        handoff = self.app.get_handoff(self._key(caller, handoff_id, missing), missing)
         if not handoff.visible_to(caller.organization, caller.name):
             raise NotFound(missing)
         return handoff
@@ -72,7 +74,7 @@ class HandoffService:
         """Accept or reject, once, as the target (`keep` as for `create`)."""
         committed = self.app.resolve_handoff(
             organization=caller.organization,
-            key=_key(handoff_id, f"No pending handoff {handoff_id}."),
+            key=self._key(caller, handoff_id, f"No pending handoff {handoff_id}."),
             by=caller.name,
             accept=accept,
             keep=keep,
@@ -80,10 +82,15 @@ class HandoffService:
         metrics.HANDOFFS_RESOLVED.labels(committed.value.status).inc()
         return committed.value
 
+    def _key(self, caller: Principal, handoff_id: str, missing: str) -> UUID:
+        """The aggregate id inside a handoff id of the caller's organization, accepted in its
+        canonical (lowercase) form only.
 
-def _key(handoff_id: str, missing: str) -> UUID:
-    """The aggregate id inside a handoff id, accepted in its canonical (lowercase) form only."""
-    key = to_uuid(HANDOFF, handoff_id)
-    if key is None or public_id(key) != handoff_id:
-        raise NotFound(missing)
-    return key
+        The directory is asked first, by organization, so an id of another organization's
+        aggregate (or of no handoff at all) is missing before any event is read."""
+        key = to_uuid(HANDOFF, handoff_id)
+        if key is None or public_id(key) != handoff_id:
+            raise NotFound(missing)
+        if not self.directory.belongs_to(handoff_id, caller.organization):
+            raise NotFound(missing)
+        return key

@@ -161,7 +161,12 @@ class Webhooks:
         return self._with_status(rows)
 
     def get(self, caller: Principal, webhook_id: str) -> Webhook:
-        rows = self.store.query("SELECT * FROM {webhooks} WHERE webhook_id = %s", [webhook_id])
+        """A subscription the caller may see. Every route by id asks this first, and it reads
+        nothing of another organization's: the organization is part of the lookup."""
+        rows = self.store.query(
+            "SELECT * FROM {webhooks} WHERE webhook_id = %s AND organization = %s",
+            [webhook_id, caller.organization],
+        )
         if not rows or not _visible(rows[0], caller):
             raise NotFound(f"No webhook {webhook_id}.")
         return self._with_status(rows)[0]

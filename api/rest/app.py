@@ -20,6 +20,7 @@ from titen.api.rest.logs import RequestLog
 from titen.api.rest.methods import Router
 from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.openapi import document
+from titen.api.rest.paging import StoreCursors
 from titen.api.rest.path_ids import PathIds
 from titen.api.rest.reference import Docs, OpenAPIDocument
 from titen.api.rest.settings import DEFAULTS, ServerSettings
@@ -69,7 +70,7 @@ def create_app(
     services: Services,
     settings: ServerSettings = DEFAULTS,
 ) -> falcon.App:
-    middleware: list[object] = [RequestLog()]
+    middleware: list[object] = [RequestLog(), StoreCursors(services.cursors)]
     if settings.cors_origins:
         middleware.append(cors(settings.cors_origins))
     middleware += [

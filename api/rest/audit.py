@@ -97,7 +97,8 @@ class AuditResource:
         params = dict(req.params)
         limit = read_limit(params)
         cursor = single(params, "cursor")
-        after = 0 if cursor is None else decode_cursor(cursor)
+        # A version of the resource's own stream, not a log position.
+        after = 0 if cursor is None else decode_cursor(req, cursor, of_log=False)
         query = _query({k: v for k, v in params.items() if k not in PAGE_QUERY}, RESOURCE_QUERY)
         page = self.auditor.resource(
             caller.organization,
@@ -109,7 +110,10 @@ class AuditResource:
         )
         resume = page.resume_after
         resp.media = {
-            "data": {**page.data, "next_cursor": None if resume is None else encode_cursor(resume)}
+            "data": {
+                **page.data,
+                "next_cursor": None if resume is None else encode_cursor(req, resume),
+            }
         }
 
 

@@ -122,7 +122,7 @@ class Events:
         principal = principal_of(req)
         organization = principal.organization
         reject_unknown(req.params, {"after", "types", "limit", "wait", TICKET})
-        after = _after(single(req.params, "after"), self.recent)
+        after = _after(req, single(req.params, "after"), self.recent)
         types = _types(req)
         limit = read_limit(req.params)
         wait = _wait(req)
@@ -153,7 +153,7 @@ class Events:
         resp.media = {
             "data": {
                 "events": [_served(e) for e in events],
-                "next_cursor": encode_cursor(events[-1].position if events else after),
+                "next_cursor": encode_cursor(req, events[-1].position if events else after),
             }
         }
 
@@ -192,7 +192,7 @@ class EventStream:
         # A browser's EventSource reconnects to the URL it was opened with, `after` and all,
         # and names the last frame it received in Last-Event-ID: that one is where it stands.
         cursor = req.get_header("Last-Event-ID") or single(req.params, "after")
-        after = _after(cursor, self.recent)
+        after = _after(req, cursor, self.recent)
         types = _types(req)
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
@@ -278,13 +278,13 @@ def _frame(event: Published) -> bytes:
     return frame.encode()
 
 
-def _after(cursor: str | None, recent: RecentEvents) -> int:
+def _after(req: falcon.Request, cursor: str | None, recent: RecentEvents) -> int:
     """A resume position: none is the beginning, `latest` the live tail."""
     if not cursor:
         return 0
     if cursor == "latest":
         return recent.log.last_position()
-    return decode_cursor(cursor, "after")
+    return decode_cursor(req, cursor, "after")
 
 
 def _types(req: falcon.Request) -> tuple[str, ...]:

@@ -114,7 +114,7 @@ class Handoffs:
         resp.media = {
             "data": {
                 "handoffs": [row.fields for row in shown],
-                "next_cursor": encode_cursor(shown[-1].position) if more else None,
+                "next_cursor": encode_cursor(req, shown[-1].position) if more else None,
             }
         }
 

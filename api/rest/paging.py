@@ -1,15 +1,13 @@
 """Query-string paging for list routes: `limit`, an opaque `cursor`, and named filters.
 
 A cursor wraps the log position of the last item a page returned; the next page resumes after
-it. It is opaque so that what it holds can change without breaking clients, and it is checked
-strictly so that a mangled cursor is a 400, never a silently different page.
+it. It is sealed with the store's key (domain/cursors.py), which `StoreCursors` hands each
+request, and checked strictly so that a mangled or made-up cursor is a 400, never a silently
+different page.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 from dataclasses import dataclass
 
@@ -18,12 +16,10 @@ import falcon
 from titen.api.rest.errors import error
 from titen.api.schemas import SINGLE_LINE
 from titen.api.validation import cut
-from titen.domain.cursors import CURSOR_VERSION, encode_cursor
+from titen.domain.cursors import Cursors
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
-MAX_POSITION = 2**63 - 1
-"""Positions are signed 64-bit integers in both stores: a cursor beyond is no cursor we made."""
 LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
 PAGE_QUERY = {
     "limit": LIMIT,
@@ -40,8 +36,20 @@ class Page:
     filters: dict[str, str]
 
 
-def read_page(req: falcon.Request, filters: dict[str, int]) -> Page:
-    """Parse the query string; `filters` maps each allowed filter name to its maximum length."""
+class StoreCursors:
+    """Middleware: gives each request the store's cursors, to read and make cursors with."""
+
+    def __init__(self, cursors: Cursors):
+        self.cursors = cursors
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.cursors = self.cursors
+
+
+def read_page(req: falcon.Request, filters: dict[str, int], *, of_log: bool = True) -> Page:
+    """Parse the query string; `filters` maps each allowed filter name to its maximum length.
+
+    `of_log`: the cursor stands for a log position (see `Cursors.open`)."""
     params = req.params
     reject_unknown(params, {"limit", "cursor", *filters})
     cursor = single(params, "cursor")
@@ -52,7 +60,7 @@ def read_page(req: falcon.Request, filters: dict[str, int]) -> Page:
             chosen[name] = _filter(name, value, max_length)
     return Page(
         limit=read_limit(params),
-        after=0 if cursor is None else decode_cursor(cursor),
+        after=0 if cursor is None else decode_cursor(req, cursor, of_log=of_log),
         filters=chosen,
     )
 
@@ -73,21 +81,19 @@ def read_limit(params: dict[str, str | list[str]]) -> int:
     return int(text)
 
 
-def decode_cursor(cursor: str, name: str = "cursor") -> int:
-    invalid = error(400, f"{name} is not valid: pass next_cursor from the previous page.")
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        value = json.loads(raw)
-    except (binascii.Error, ValueError, RecursionError):  # RecursionError: JSON nested deep
-        raise invalid from None
-    if not isinstance(value, dict) or set(value) != {"v", "after"}:
-        raise invalid
-    after = value["after"]
-    if value["v"] != CURSOR_VERSION or type(after) is not int or not 0 <= after <= MAX_POSITION:
-        raise invalid
-    if encode_cursor(after) != cursor:
-        raise invalid
-    return after
+def decode_cursor(
+    req: falcon.Request, cursor: str, name: str = "cursor", *, of_log: bool = True
+) -> int:
+    """The position a cursor given as `name` stands for; 400 if it is no cursor we made."""
+    position = req.context.cursors.open(cursor, of_log=of_log)
+    if position is None:
+        raise error(400, f"{name} is not valid: pass next_cursor from the previous page.")
+    return position
+
+
+def encode_cursor(req: falcon.Request, position: int) -> str:
+    """The cursor to resume after `position`, sealed with the store's key."""
+    return req.context.cursors.seal(position)
 
 
 ASCII_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")

@@ -117,14 +117,14 @@ class WebhookList:
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page = read_page(req, filters={})
+        page = read_page(req, filters={}, of_log=False)
         found = self.webhooks.list(principal_of(req), after=page.after, limit=page.limit + 1)
         shown = found[: page.limit]
         more = len(found) > page.limit
         resp.media = {
             "data": {
                 "webhooks": [webhook.public() for webhook in shown],
-                "next_cursor": encode_cursor(shown[-1].seq) if more else None,
+                "next_cursor": encode_cursor(req, shown[-1].seq) if more else None,
             }
         }
 
@@ -235,7 +235,7 @@ class WebhookDeliveries:
         reject_unknown(req.params, {"limit", "cursor"})
         limit = read_limit(req.params)
         cursor = single(req.params, "cursor")
-        before = None if cursor is None else decode_cursor(cursor)
+        before = None if cursor is None else decode_cursor(req, cursor, of_log=False)
         found = self.webhooks.attempts(
             principal_of(req), webhook_id, before=before, limit=limit + 1
         )
@@ -244,6 +244,6 @@ class WebhookDeliveries:
         resp.media = {
             "data": {
                 "deliveries": [asdict(attempt) for _, attempt in shown],
-                "next_cursor": encode_cursor(shown[-1][0]) if more else None,
+                "next_cursor": encode_cursor(req, shown[-1][0]) if more else None,
             }
         }

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.support import bearer
-from titen.api.rest.paging import encode_cursor
+from titen.domain.cursors import unsealed_cursor
 from titen.domain.ids import LEASE, new_id
 from titen.domain.lease import Lease
 from titen.service.bootstrap import bootstrap
@@ -63,7 +63,8 @@ def pages(client, key, **params) -> list[list[str]]:
 
 def long_history(services, clock, terms: int) -> list[str]:
     """`terms` terms on the resource, each superseding the last, saved in one transaction."""
-    lease = Lease("acme", "deploy", "checkout")
+    resource = ("acme", "deploy", "checkout")
+    lease = Lease(services.app.resource_keys.of(*resource), *resource)
     ids = []
     for _ in range(terms):
         clock.advance(1)
@@ -377,7 +378,8 @@ def test_as_of_pages_the_terms_as_they_stood(client, clock, alice, ops):
         ("cursor=nonsense", "cursor"),
         ("cursor=", "cursor"),
         ("cursor=a&cursor=b", "cursor"),
-        (f"cursor={encode_cursor(2**63 - 1)}0", "cursor"),
+        (f"cursor={unsealed_cursor(2**63 - 1)}0", "cursor"),
+        (f"cursor={unsealed_cursor(2)}", "cursor"),  # a new store handed out no unsealed one
         ("page=2", "page"),
     ],
 )

@@ -13,7 +13,7 @@ import base64
 import pytest
 
 from tests.support import bearer
-from titen.domain.cursors import encode_cursor
+from titen.domain.cursors import unsealed_cursor
 
 LEASE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
 HANDOFF = {"to_principal": "agent_alice", "subject_id": "s"}
@@ -84,9 +84,9 @@ def sealed(value: object) -> str:
 @pytest.mark.parametrize(
     "cursor",
     [
-        encode_cursor(2**63),
-        encode_cursor(2**64),
-        encode_cursor(10**40),
+        unsealed_cursor(2**63),
+        unsealed_cursor(2**64),
+        unsealed_cursor(10**40),
         sealed("[" * 5000),
         sealed('{"v": 1, "after": ' + "[" * 5000),
     ],
@@ -106,10 +106,9 @@ def test_a_cursor_beyond_any_position_is_a_400(client, alice, cursor):
         assert refused(answer) == f"{name} is not valid: pass next_cursor from the previous page."
 
 
-def test_the_largest_position_is_still_a_cursor(client, alice):
-    answer = client.simulate_get(
-        "/v1/handoffs", params={"cursor": encode_cursor(2**63 - 1)}, headers=bearer(alice)
-    )
+def test_the_largest_position_is_still_a_cursor(client, services, alice):
+    largest = services.cursors.seal(2**63 - 1)
+    answer = client.simulate_get("/v1/handoffs", params={"cursor": largest}, headers=bearer(alice))
     assert answer.status_code == 200
     assert answer.json["data"] == {"handoffs": [], "next_cursor": None}
 

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from tests.support import bearer
-from titen.api.rest.paging import decode_cursor, encode_cursor
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
 ENVELOPE = {"specversion", "id", "source", "type", "time", "subject", "datacontenttype", "data"}
@@ -31,7 +30,9 @@ def handoff(client, key, to="agent_bob", subject="user_rama"):
     return result.json["data"]["handoff_id"]
 
 
-def test_only_the_four_public_types_are_published_in_commit_order(client, clock, alice, bob):
+def test_only_the_four_public_types_are_published_in_commit_order(
+    client, services, clock, alice, bob
+):
     lease_id = post(client, alice, "/v1/leases", ACQUIRE).json["data"]["lease_id"]
     client.simulate_delete(f"/v1/leases/{lease_id}", headers=bearer(alice))  # not published
     accepted, rejected = handoff(client, alice), handoff(client, alice, subject="user_b")
@@ -45,7 +46,7 @@ def test_only_the_four_public_types_are_published_in_commit_order(client, clock,
         "handoff.accepted",
         "handoff.rejected",
     ]
-    cursors = [decode_cursor(e["cursor"]) for e in page["events"]]
+    cursors = [services.cursors.open(e["cursor"]) for e in page["events"]]
     assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
     assert page["next_cursor"] == page["events"][-1]["cursor"]
 
@@ -140,14 +141,15 @@ def test_paging_by_cursor_and_filtering_by_type(client, alice, bob):
     assert both["events"] == everything["events"]
 
 
-def test_next_cursor_is_never_null(client, alice):
-    assert events(client, alice)["next_cursor"] == encode_cursor(0)
-    far = encode_cursor(12345)
+def test_next_cursor_is_never_null(client, services, alice):
+    start = services.cursors.seal(0)
+    assert events(client, alice)["next_cursor"] == start
+    far = services.cursors.seal(12345)
     assert events(client, alice, after=far) == {"events": [], "next_cursor": far}
     post(client, alice, "/v1/leases", ACQUIRE)
     tail = events(client, alice, after="latest")
     assert tail["events"] == []
-    assert tail["next_cursor"] == events(client, alice)["next_cursor"] != encode_cursor(0)
+    assert tail["next_cursor"] == events(client, alice)["next_cursor"] != start
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tests.support import bearer
-from titen.domain.lease import Lease
 from titen.service.bootstrap import bootstrap
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
@@ -70,7 +69,7 @@ def test_tokens_continue_from_a_snapshot(client, services, clock, alice):
     """A Lease snapshots every 100 events: after 120 acquires (240 events) there are two."""
     tokens = [acquire(client, alice)["fencing_token"] for _ in range(120)]
     assert tokens == list(range(1, 121))
-    key = Lease.create_id("acme", "deploy", "checkout")
+    key = services.app.resource_keys.of("acme", "deploy", "checkout")
     assert [s.originator_version for s in services.app.snapshots.get(key)] == [100, 200]
     other = bootstrap(services.database.url, clock, pool_size=2)  # nothing cached: loads one
     try:

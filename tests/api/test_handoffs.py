@@ -10,7 +10,6 @@ import pytest
 from tests.support import bearer
 from titen.domain.handoff import Handoff
 from titen.domain.ids import HANDOFF, to_uuid
-from titen.domain.lease import Lease
 
 SPEC = {
     "to_principal": "agent_reviewer",
@@ -146,9 +145,9 @@ def test_sender_and_target_can_read_one_handoff(client, sender, reviewer):
         }
 
 
-def test_nobody_else_can_read_one_handoff(client, sender, reviewer, bystander, outsider):
+def test_nobody_else_can_read_one_handoff(client, services, sender, reviewer, bystander, outsider):
     handoff_id = created(client, sender)
-    lease_key = Lease.create_id("acme", "deploy", "x")
+    lease_key = services.app.resource_keys.of("acme", "deploy", "x")
     unknown = [
         handoff_id.upper().replace("HOFF_", "hoff_"),  # not the canonical spelling
         "hoff_" + "0" * 32,
@@ -237,7 +236,7 @@ def test_unknown_or_foreign_handoffs_are_not_found_on_resolve(
         (reviewer, "hoff_" + "0" * 32),
         (reviewer, "hoff_nothex"),
         (reviewer, handoff_id.upper().replace("HOFF_", "hoff_")),
-        (reviewer, "hoff_" + Lease.create_id("acme", "deploy", "x").hex),
+        (reviewer, "hoff_" + services.app.resource_keys.of("acme", "deploy", "x").hex),
     ]:
         result = resolve(client, key, target)
         assert result.status_code == 404

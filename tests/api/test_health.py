@@ -5,7 +5,14 @@ from __future__ import annotations
 from tests.support import bearer
 
 LEASE = {"resource_type": "deploy", "resource_id": "svc", "purpose": "p", "ttl_seconds": 60}
-PROJECTIONS = {"lease_index", "handoff_inbox", "event_log", "lease_directory", "lease_terms"}
+PROJECTIONS = {
+    "lease_index",
+    "handoff_inbox",
+    "event_log",
+    "lease_directory",
+    "lease_terms",
+    "handoff_directory",
+}
 
 
 def test_healthz_needs_no_key_and_no_database(client, services):

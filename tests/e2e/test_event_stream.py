@@ -237,3 +237,33 @@ def test_heartbeat_keeps_going_while_events_flow_elsewhere(server):
         stop.set()
         writer.join()
         stream.close()
+
+
+def test_a_stream_resumes_from_a_cursor_the_previous_release_handed_out(previous_release):
+    """Cursors are sealed since that release; its unsealed ones still resume a stream, by
+    Last-Event-ID and by `after`, and the frames that follow carry sealed ones."""
+    url, manifest = previous_release
+    answer = manifest["answers"]["acme"]["/v1/events?limit=500"]
+    then = answer["body"]["data"]["events"]
+    key = next(
+        k["key"]
+        for k in manifest["keys"]
+        if (k["organization"], k["principal"]) == ("acme", answer["as"])
+    )
+    server = Server(url, 4)
+    try:
+        middle = len(then) // 2
+        expected = [e["id"] for e in then[middle + 1 : middle + 4]]
+        by_header = EventStreamReader(server.url, key, last_event_id=then[middle]["cursor"])
+        resumed = by_header.events(3)
+        by_header.close()
+        assert [e["id"] for e in resumed] == expected
+        assert resumed[0]["cursor"] != then[middle + 1]["cursor"]  # served sealed now
+        by_query = EventStreamReader(server.url, key, query=f"?after={then[middle]['cursor']}")
+        assert [e["id"] for e in by_query.events(3)] == expected
+        by_query.close()
+        again = EventStreamReader(server.url, key, last_event_id=resumed[0]["cursor"])
+        assert [e["id"] for e in again.events(2)] == expected[1:]
+        again.close()
+    finally:
+        server.stop()

@@ -23,7 +23,14 @@ from tests.support import (
 LEASE = {"resource_type": "deploy", "resource_id": "svc", "purpose": "p", "ttl_seconds": 60}
 # Every label a titen_ series may carry: none names an organization, a principal or an id.
 LABELS = {"method", "route", "status", "projection", "le", "outcome", "name"}
-PROJECTIONS = ("lease_index", "handoff_inbox", "event_log", "lease_directory", "lease_terms")
+PROJECTIONS = (
+    "lease_index",
+    "handoff_inbox",
+    "event_log",
+    "lease_directory",
+    "lease_terms",
+    "handoff_directory",
+)
 
 
 @pytest.fixture

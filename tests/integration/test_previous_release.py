@@ -19,7 +19,12 @@ import pytest
 from tests.support import FakeClock, bearer
 from titen.api.rest.app import create_app
 from titen.domain.clock import parse_iso
+from titen.domain.cursors import Cursors, unsealed_cursor
+from titen.domain.lease import UNKEYED
 from titen.service.bootstrap import Services, bootstrap
+from titen.service.store_secret import UNKEYED_UUID5
+
+CURSOR_FIELDS = ("cursor", "next_cursor")
 
 
 class Upgraded:
@@ -74,19 +79,33 @@ def upgraded(earlier_release: tuple[str, str, dict[str, Any]]) -> Iterator[Upgra
         services.close()
 
 
-def includes(now: Any, then: Any) -> bool:
-    """Whether today's answer says everything the old one said (fields may be added)."""
+def includes(now: Any, then: Any, cursors: Cursors) -> bool:
+    """Whether today's answer says everything the old one said (fields may be added).
+
+    Cursors are sealed since (docs/event-log.md): each must stand for the position the old one
+    stood for, in its new form."""
     if isinstance(then, dict):
         return isinstance(now, dict) and all(
-            name in now and includes(now[name], value) for name, value in then.items()
+            name in now
+            and (
+                same_position(now[name], value, cursors)
+                if name in CURSOR_FIELDS
+                else includes(now[name], value, cursors)
+            )
+            for name, value in then.items()
         )
     if isinstance(then, list):
         return (
             isinstance(now, list)
             and len(now) == len(then)
-            and all(includes(a, b) for a, b in zip(now, then, strict=True))
+            and all(includes(a, b, cursors) for a, b in zip(now, then, strict=True))
         )
     return now == then
+
+
+def same_position(now: str, then: str, cursors: Cursors) -> bool:
+    position = cursors.open(then)
+    return now != then and position is not None and cursors.open(now) == position
 
 
 def test_the_log_and_the_audit_read_as_the_previous_release_answered(upgraded: Upgraded):
@@ -97,7 +116,8 @@ def test_the_log_and_the_audit_read_as_the_previous_release_answered(upgraded: U
             key = upgraded.key(organization, then["as"])
             now = upgraded.http.simulate_get(path, headers=bearer(key))
             assert now.status_code == then["status"], path
-            assert includes(every_page(upgraded, path, key, now.json), then["body"]), path
+            answer = every_page(upgraded, path, key, now.json)
+            assert includes(answer, then["body"], upgraded.services.cursors), path
 
 
 def every_page(upgraded: Upgraded, path: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:
@@ -207,3 +227,69 @@ def test_commands_after_the_upgrade_write_the_read_models_with_their_events(upgr
     for name in services.projector.projections:
         if name != "event_log" or upgraded.release != "previous_release":
             assert services.projector.verify(name) is None, name
+
+
+def old_events(upgraded: Upgraded, organization: str = "acme") -> list[dict[str, Any]]:
+    """The organization's events as the previous release served them, with its cursors."""
+    return upgraded.manifest["answers"][organization]["/v1/events?limit=500"]["body"]["data"][
+        "events"
+    ]
+
+
+def test_old_cursors_still_page_the_log_and_the_inbox(upgraded: Upgraded):
+    ops = bearer(upgraded.key("acme", "ops"))
+    then = old_events(upgraded)
+    for index in (0, len(then) // 2, len(then) - 1):
+        page = upgraded.http.simulate_get(
+            "/v1/events", params={"after": then[index]["cursor"], "limit": 500}, headers=ops
+        )
+        assert page.status_code == 200
+        assert [e["id"] for e in page.json["data"]["events"]] == [
+            e["id"] for e in then[index + 1 :]
+        ]
+
+    reviewer = bearer(upgraded.key("acme", "agent_reviewer"))
+    inbox = upgraded.http.simulate_get("/v1/handoffs", headers=reviewer).json["data"]["handoffs"]
+    first = next(e for e in then if e["subject"] == inbox[0]["handoff_id"])
+    after_first = upgraded.http.simulate_get(
+        "/v1/handoffs", params={"cursor": first["cursor"]}, headers=reviewer
+    )
+    assert after_first.status_code == 200
+    assert after_first.json["data"]["handoffs"] == inbox[1:]
+
+
+def test_an_old_cursor_is_read_only_up_to_where_the_log_was_at_the_upgrade(upgraded: Upgraded):
+    """Unsealed cursors beyond the old log's end were never handed out: taking them would let a
+    client probe positions (other organizations' activity) as before."""
+    ops = bearer(upgraded.key("acme", "ops"))
+    end = upgraded.services.app.recorder.max_notification_id()
+    assert upgraded.services.cursors.unsealed_until == end > 0
+    for position, status in [(end, 200), (end + 1, 400)]:
+        answer = upgraded.http.simulate_get(
+            "/v1/events", params={"after": unsealed_cursor(position)}, headers=ops
+        )
+        assert answer.status_code == status, position
+    assert upgraded.acquire("agent_a", "deploy", "after-upgrade").status_code == 201
+    new = upgraded.http.simulate_get("/v1/events", params={"after": "latest"}, headers=ops)
+    assert upgraded.services.cursors.open(new.json["data"]["next_cursor"]) == end + 2
+
+
+def test_the_store_keeps_its_unkeyed_resource_ids_for_good(upgraded: Upgraded):
+    """Every resource of an earlier store, old or first leased after the upgrade, is found
+    under the uuid5 id earlier releases gave it, also after a restart."""
+    services = upgraded.services
+    held = upgraded.lease("active", "checkout-service")
+    assert services.app.resource_keys == UNKEYED
+    old = services.app.repository.get(UNKEYED.of("acme", "deploy", "checkout-service"))
+    assert old.term.lease_id == held["lease_id"]
+
+    assert upgraded.acquire("agent_a", "deploy", "after-upgrade").status_code == 201
+    restarted = bootstrap(services.database.url, services.clock, pool_size=2)
+    try:
+        assert restarted.app.resource_keys == UNKEYED
+        new = restarted.app.repository.get(UNKEYED.of("acme", "deploy", "after-upgrade"))
+        assert new.term.holder == "agent_a"
+        rows = restarted.store.query("SELECT resource_ids FROM {store_secret}")
+        assert rows == [{"resource_ids": UNKEYED_UUID5}]
+    finally:
+        restarted.close()

@@ -22,7 +22,7 @@ def at(seconds: float) -> datetime:
 
 def lease_events() -> tuple[list, dict[str, str]]:
     """Five terms on one resource, ending each way there is; returns the events and the ids."""
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(uuid4(), "acme", "deploy", "checkout")
     ids = {}
 
     def acquire(name: str, holder: str, seconds: float, ttl: int = 60) -> None:

@@ -1,12 +1,14 @@
 """The Lease aggregate's rules, without any storage."""
 
 from datetime import UTC, datetime, timedelta
+from uuid import uuid4, uuid5
 
 import pytest
 
 from titen.domain.errors import LeaseHeld, NotFound
-from titen.domain.lease import Lease, terms_begun
+from titen.domain.lease import NAMESPACE, UNKEYED, Lease, ResourceKeys, terms_begun
 
+KEY = uuid4()
 NOW = datetime(2026, 7, 30, 10, 48, 13, 829000, tzinfo=UTC)
 
 
@@ -24,21 +26,34 @@ def event_names(lease: Lease) -> list[str]:
     return [type(e).__name__ for e in lease.collect_events()]
 
 
-def test_id_is_the_same_for_the_same_resource_and_differs_across_organizations():
-    assert Lease.create_id("acme", "deploy", "x") == Lease.create_id("acme", "deploy", "x")
-    assert Lease.create_id("acme", "deploy", "x") != Lease.create_id("umbra", "deploy", "x")
-    assert Lease.create_id("a", "b c", "d") != Lease.create_id("a b", "c", "d")
+KEYED = ResourceKeys(bytes(range(32)))
+
+
+@pytest.mark.parametrize("keys", [KEYED, UNKEYED], ids=["keyed", "unkeyed"])
+def test_id_is_the_same_for_the_same_resource_and_differs_across_organizations(keys):
+    assert keys.of("acme", "deploy", "x") == keys.of("acme", "deploy", "x")
+    assert keys.of("acme", "deploy", "x") != keys.of("umbra", "deploy", "x")
+    assert keys.of("a", "b c", "d") != keys.of("a b", "c", "d")
+
+
+def test_a_keyed_id_cannot_be_computed_from_the_name_alone():
+    """Unkeyed ids are the uuid5 earlier stores have; keyed ones depend on the store's secret."""
+    name = '["acme", "deploy", "x"]'
+    assert UNKEYED.of("acme", "deploy", "x") == uuid5(NAMESPACE, name)
+    assert KEYED.of("acme", "deploy", "x") != uuid5(NAMESPACE, name)
+    other = ResourceKeys(bytes(32))
+    assert other.of("acme", "deploy", "x") != KEYED.of("acme", "deploy", "x")
 
 
 def test_acquire_records_a_term_that_expires_after_the_ttl():
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout")
     term = acquire(lease, "agent_a", ttl=600)
     assert term.expires_at == NOW + timedelta(seconds=600)
     assert event_names(lease) == ["Registered", "Acquired"]
 
 
 def test_another_principal_is_refused_with_the_expiry_only():
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout")
     term = acquire(lease, "agent_a")
     lease.collect_events()
     with pytest.raises(LeaseHeld) as refused:
@@ -48,7 +63,7 @@ def test_another_principal_is_refused_with_the_expiry_only():
 
 
 def test_the_holder_acquiring_again_supersedes_its_term():
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout")
     acquire(lease, "agent_a", lease_id="lease_1")
     lease.collect_events()
     term = acquire(lease, "agent_a", at=NOW + timedelta(seconds=5), lease_id="lease_2")
@@ -57,7 +72,7 @@ def test_the_holder_acquiring_again_supersedes_its_term():
 
 
 def test_anyone_acquiring_at_or_after_expiry_replaces_the_expired_term():
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout")
     acquire(lease, "agent_a", ttl=10)
     lease.collect_events()
     acquire(lease, "agent_b", at=NOW + timedelta(seconds=10))
@@ -65,7 +80,7 @@ def test_anyone_acquiring_at_or_after_expiry_replaces_the_expired_term():
 
 
 def test_release_by_holder_by_operator_and_by_anyone_else():
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout")
     acquire(lease, "agent_a", lease_id="lease_1")
     with pytest.raises(NotFound):
         lease.release(lease_id="lease_1", by="agent_b", as_operator=False, now=NOW)
@@ -79,14 +94,14 @@ def test_release_by_holder_by_operator_and_by_anyone_else():
 
 
 def test_ttl_outside_the_contract_is_refused():
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout")
     for ttl in (9, 86_401):
         with pytest.raises(ValueError):
             acquire(lease, "agent_a", ttl=ttl)
 
 
 def test_each_acquire_records_the_next_fencing_token_however_the_last_term_ended():
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout")
     tokens = [acquire(lease, "agent_a", lease_id="lease_1").fencing_token]
     tokens.append(acquire(lease, "agent_a", lease_id="lease_2", ttl=10).fencing_token)
     tokens.append(acquire(lease, "agent_b", at=NOW + timedelta(seconds=10)).fencing_token)
@@ -107,7 +122,7 @@ def test_each_acquire_records_the_next_fencing_token_however_the_last_term_ended
 
 
 def test_holding_shows_the_current_term_to_its_holder_and_operators_only():
-    lease = Lease("acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout")
     acquire(lease, "agent_a", lease_id="lease_1")
     held = acquire(lease, "agent_a", lease_id="lease_2")
     assert lease.holding(lease_id="lease_2", by="agent_a", as_operator=False) == held

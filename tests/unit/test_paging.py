@@ -1,4 +1,4 @@
-"""Cursors: opaque, round-tripping, and strict about anything they did not produce."""
+"""Cursors: sealed, round-tripping, and strict about anything they did not produce."""
 
 from __future__ import annotations
 
@@ -6,22 +6,62 @@ import base64
 import json
 
 import falcon
+import falcon.testing
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from titen.api.rest.paging import decode_cursor, encode_cursor
+from titen.domain.cursors import Cursors, unsealed_cursor
+
+CURSORS = Cursors(bytes(range(32)), unsealed_until=1000)
+
+
+def request() -> falcon.Request:
+    req = falcon.testing.create_req()
+    req.context.cursors = CURSORS
+    return req
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 1))
 def test_a_cursor_round_trips(position):
-    cursor = encode_cursor(position)
-    assert cursor.isascii() and "=" not in cursor
-    assert decode_cursor(cursor) == position
+    cursor = encode_cursor(request(), position)
+    assert cursor.isascii() and "=" not in cursor and len(cursor) == 23
+    assert decode_cursor(request(), cursor) == position
+
+
+@given(st.integers(min_value=0, max_value=2**63 - 2))
+def test_a_cursor_does_not_hold_its_position_in_the_clear(position):
+    cursor, following = CURSORS.seal(position), CURSORS.seal(position + 1)
+    raw = base64.urlsafe_b64decode(cursor + "=")
+    assert position.to_bytes(8, "big") not in raw and b"after" not in raw
+    assert cursor[:8] != following[:8]  # neighbours share nothing that would order them
+
+
+def test_a_cursor_is_the_same_for_the_same_position_and_key_only():
+    assert CURSORS.seal(42) == Cursors(bytes(range(32)), 0).seal(42)
+    other = Cursors(bytes(32), unsealed_until=1000)
+    assert other.seal(42) != CURSORS.seal(42)
+    assert other.open(CURSORS.seal(42)) is None  # another store's cursor is none of ours
+
+
+def test_an_unsealed_cursor_of_an_earlier_release_is_read_up_to_where_the_log_was():
+    assert decode_cursor(request(), unsealed_cursor(0)) == 0
+    assert decode_cursor(request(), unsealed_cursor(1000)) == 1000
+    with pytest.raises(falcon.HTTPError):
+        decode_cursor(request(), unsealed_cursor(1001))  # never handed out unsealed
+    # A count other than the log's (webhooks, deliveries) has no such bound.
+    assert decode_cursor(request(), unsealed_cursor(5000), of_log=False) == 5000
 
 
 def forged(value) -> str:
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+
+
+def flipped(cursor: str, index: int) -> str:
+    raw = bytearray(base64.urlsafe_b64decode(cursor + "="))
+    raw[index] ^= 1
+    return base64.urlsafe_b64encode(bytes(raw)).decode().rstrip("=")
 
 
 @pytest.mark.parametrize(
@@ -38,10 +78,17 @@ def forged(value) -> str:
         forged({"v": 1, "after": 1, "x": 0}),
         forged({"after": 1}),
         forged({"v": 1, "after": 1}),  # spaces after separators: not the canonical form
-        encode_cursor(7) + "==",
+        unsealed_cursor(7) + "==",
+        CURSORS.seal(7) + "=",
+        CURSORS.seal(7)[:-1],
+        flipped(CURSORS.seal(7), 0),  # another version
+        flipped(CURSORS.seal(7), 16),  # a changed block
+        base64.urlsafe_b64encode(bytes([2]) + bytes(16)).decode().rstrip("="),
+        unsealed_cursor(2**63),
     ],
 )
 def test_anything_else_is_a_400(cursor):
     with pytest.raises(falcon.HTTPError) as raised:
-        decode_cursor(cursor)
+        decode_cursor(request(), cursor)
     assert raised.value.status_code == 400
+    assert CURSORS.open(cursor, of_log=False) is None

@@ -25,7 +25,7 @@ from titen.service.targets import TargetRefused, Targets
 from titen.service.webhook_sender import WebhookSender, sign
 from titen.service.webhooks import Webhook
 
-EVENT = Published(7, {"id": "abc-1", "type": "lease.acquired", "data": {"lease_id": "l"}})
+EVENT = Published(7, {"id": "abc-1", "type": "lease.acquired", "data": {"lease_id": "l"}}, "c7")
 
 
 @pytest.mark.parametrize(
