@@ -151,6 +151,13 @@ class Writer:
 
 class ViewStore(TrackingRecorder, ABC):
     tracking_table: str
+    skip_locked: str = ""
+    """Appended to a SELECT that picks rows to change: on PostgreSQL it locks the rows it picks
+    and skips those another transaction holds, so concurrent pickers never queue on one row.
+    SQLite needs nothing: its writers take turns on the whole database."""
+    single_writer: bool = False
+    """Whether every write transaction, even one that changes nothing, takes the whole
+    database's write lock (SQLite's BEGIN IMMEDIATE): then look with a read before writing."""
 
     @abstractmethod
     def _transaction(self, *, commit: bool) -> Any: ...
@@ -170,6 +177,16 @@ class ViewStore(TrackingRecorder, ABC):
         with self._transaction(commit=False) as cursor:
             cursor.execute(self.sql(template), params)
             return [dict(row) for row in cursor.fetchall()]
+
+    def change(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One changing statement, committed on its own; the rows it returns (RETURNING)."""
+        with self.writing() as writer:
+            return writer.fetchall(template, params)
+
+    def together(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
+        """Statements in one transaction; the rows each returns (RETURNING), in order."""
+        with self.writing() as writer:
+            return [writer.fetchall(template, params) for template, params in statements]
 
     def sql(self, template: str) -> str:
         return _compile(self, template)
@@ -217,6 +234,7 @@ class _Qualified(dict[str, str]):
 
 class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
     tracking_table = "tracking"
+    single_writer = True
 
     def _transaction(self, *, commit: bool) -> Any:
         return self.datastore.transaction(commit=commit)
@@ -235,6 +253,8 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
 
 
 class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.tracking_table = self._qualify(self.tracking_table_name)
@@ -249,6 +269,22 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         with self.datastore.get_connection() as conn, conn.cursor() as cursor:
             cursor.execute(self.sql(template), params)
             return [dict(row) for row in cursor.fetchall()]
+
+    def change(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
+        """On an autocommit connection, as `query`: one round trip, no BEGIN and COMMIT."""
+        with self.datastore.get_connection() as conn, conn.cursor() as cursor:
+            cursor.execute(self.sql(template), params)
+            return [dict(row) for row in cursor.fetchall()] if cursor.description else []
+
+    def together(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
+        """In pipeline mode: BEGIN, the statements and COMMIT go to the server at once, one
+        round trip in all (no statement may depend on another's result in Python)."""
+        with self.datastore.get_connection() as conn:
+            with conn.pipeline(), conn.transaction():
+                cursors = [conn.cursor() for _ in statements]
+                for cursor, (template, params) in zip(cursors, statements, strict=True):
+                    cursor.execute(self.sql(template), params)
+            return [[dict(row) for row in c.fetchall()] if c.description else [] for c in cursors]
 
     def claim_sql(self, count: int) -> str:
         """Row locks taken in the order the names are given (an UPDATE's order is the scan's)."""

@@ -9,6 +9,11 @@ keeps one) in one transaction that still requires the claim. A failed hand-over 
 next attempt on the sink's retry schedule; the position stays, so a failing event holds back the
 later events of that consumer only. Delivery is therefore at least once: a crash between the
 sink's success and the record repeats the hand-over after the claim expires.
+
+Each step is one round trip to the database, since commit-to-delivery latency is mostly waiting
+on them (docs/performance.md): a commit wakes one idle worker, which picks and claims a consumer
+in one statement and wakes the next worker; the log is read once per drain; and the record, sent
+in one pipeline, also lets go of the claim when nothing was published after it meanwhile.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from titen.projections.store import Row, ViewStore, Writer
 
 log = logging.getLogger("titen.delivery")
 
+Statement = tuple[str, list[Any]]
+
 ACTIVE, FAILING = "active", "failing"
 CLAIM_SECONDS = 10.0
 """A claim lasts this long past its owner's last heartbeat: how soon a killed process's
@@ -37,6 +44,12 @@ HEARTBEAT_SECONDS = 2.0
 IDLE_POLL_SECONDS = 0.25
 """How often an idle worker looks for retries that came due (new events wake it at once)."""
 SCAN_BATCH = 200
+LET_GO = (
+    "%s OR (%s AND NOT EXISTS (SELECT 1 FROM {event_log} e WHERE e.position > %s"
+    " AND ({consumers}.organization IS NULL OR e.organization = {consumers}.organization)))"
+)
+"""When a record lets go of the claim: after a failure, or when told it is done and no event
+has been published after the new position (of the consumer's organization, if it has one)."""
 KEPT_ATTEMPTS = 1000
 """Attempts kept per consumer; older ones are pruned as new ones are recorded."""
 
@@ -100,6 +113,10 @@ class Doorbell:
     """Wakes idle workers when events commit: rung by this process's commits and, on
     PostgreSQL, by the follower on every other process's (its NOTIFY). Workers also look again
     every IDLE_POLL_SECONDS, for retries that came due and for other SQLite processes' commits.
+
+    A ring wakes one idle worker, and a worker that claims a consumer rings again for the next:
+    a commit that makes k consumers due wakes k + 1 workers, each claiming at once, instead of
+    every worker racing for the same few rows.
     """
 
     def __init__(self) -> None:
@@ -109,7 +126,7 @@ class Doorbell:
     def ring(self, *_: object) -> None:
         with self._rung:
             self._version += 1
-            self._rung.notify_all()
+            self._rung.notify()
 
     def version(self) -> int:
         return self._version
@@ -127,8 +144,9 @@ class Delivery:
         self.log = log
         self.now = now
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:8]}"
-        self._held: set[str] = set()
-        self._held_lock = threading.Lock()
+        self._holding = 0
+        """Claims this process's workers hold: the heartbeat writes nothing while there are none."""
+        self._holding_lock = threading.Lock()
         with store.writing() as writer:
             for statement in SCHEMA:
                 writer.execute(statement)
@@ -195,92 +213,121 @@ class Delivery:
         return [(row["seq"], _attempt(row)) for row in rows]
 
     def claim_next(self, kind: str) -> Consumer | None:
-        """Claim a due, unclaimed consumer of `kind` with events waiting, if there is one."""
+        """Claim a due, unclaimed consumer of `kind` with events waiting, if there is one.
+
+        One statement picks and claims it. On PostgreSQL the pick skips consumers that another
+        worker's claim has locked at that instant, so workers woken together each take a
+        different one (or none) without queueing behind each other's row locks. On SQLite a
+        read looks first, so that an idle worker never takes the database's write lock."""
         now = self.now()
-        rows = self.store.query(
+        due = (
             "SELECT name FROM {consumers} c WHERE kind = %s AND status = %s"
             " AND next_attempt_at <= %s AND (claimed_until IS NULL OR claimed_until < %s)"
             " AND EXISTS (SELECT 1 FROM {event_log} e WHERE e.organization = c.organization"
-            " AND e.position > c.position) ORDER BY next_attempt_at LIMIT 8",
-            [kind, ACTIVE, now, now],
+            " AND e.position > c.position) ORDER BY next_attempt_at LIMIT 1"
         )
-        for row in rows:
-            claimed = self.claim(row["name"])
-            if claimed is not None:
-                return claimed
-        return None
+        picking = [kind, ACTIVE, now, now]
+        if self.store.single_writer and not self.store.query(due, picking):
+            return None
+        rows = self.store.change(
+            "UPDATE {consumers} SET claimed_by = %s, claimed_until = %s"
+            f" WHERE name = ({due}{self.store.skip_locked}) AND status = %s"
+            " AND next_attempt_at <= %s AND (claimed_until IS NULL OR claimed_until < %s)"
+            " RETURNING *",
+            [self.owner, now + CLAIM_SECONDS, *picking, ACTIVE, now, now],
+        )
+        return self._claimed(rows)
 
     def claim(self, name: str) -> Consumer | None:
         """Claim one consumer if it is active, due, and nobody holds it (this process's other
         workers included: the heartbeat keeps this process's claims from ever running out)."""
         now = self.now()
-        with self.store.writing() as writer:
-            rows = writer.fetchall(
-                "UPDATE {consumers} SET claimed_by = %s, claimed_until = %s"
-                " WHERE name = %s AND status = %s AND next_attempt_at <= %s"
-                " AND (claimed_until IS NULL OR claimed_until < %s) RETURNING *",
-                [self.owner, now + CLAIM_SECONDS, name, ACTIVE, now, now],
-            )
+        rows = self.store.change(
+            "UPDATE {consumers} SET claimed_by = %s, claimed_until = %s"
+            " WHERE name = %s AND status = %s AND next_attempt_at <= %s"
+            " AND (claimed_until IS NULL OR claimed_until < %s) RETURNING *",
+            [self.owner, now + CLAIM_SECONDS, name, ACTIVE, now, now],
+        )
+        return self._claimed(rows)
+
+    def _claimed(self, rows: list[Row]) -> Consumer | None:
+        """The consumer a claim returned, counted among this process's claims."""
         if not rows:
             return None
-        with self._held_lock:
-            self._held.add(name)
+        self._count(+1)
         return _consumer(rows[0])
 
     def release(self, name: str) -> None:
-        with self._held_lock:
-            self._held.discard(name)
-        with self.store.writing() as writer:
-            writer.execute(
-                "UPDATE {consumers} SET claimed_by = NULL, claimed_until = NULL"
-                " WHERE name = %s AND claimed_by = %s",
-                [name, self.owner],
-            )
+        """Let go of a claim a worker still holds (drain says whether it does)."""
+        self._count(-1)
+        self.store.change(
+            "UPDATE {consumers} SET claimed_by = NULL, claimed_until = NULL"
+            " WHERE name = %s AND claimed_by = %s",
+            [name, self.owner],
+        )
+
+    def _count(self, change: int) -> None:
+        with self._holding_lock:
+            self._holding += change
 
     def heartbeat(self) -> None:
         """Extend every claim this process holds (no write at all while it holds none)."""
-        with self._held_lock:
-            if not self._held:
+        with self._holding_lock:
+            if not self._holding:
                 return
-        with self.store.writing() as writer:
-            writer.execute(
-                "UPDATE {consumers} SET claimed_until = %s WHERE claimed_by = %s",
-                [self.now() + CLAIM_SECONDS, self.owner],
-            )
+        self.store.change(
+            "UPDATE {consumers} SET claimed_until = %s WHERE claimed_by = %s",
+            [self.now() + CLAIM_SECONDS, self.owner],
+        )
 
-    def drain(self, consumer: Consumer, sink: Sink, stop: threading.Event) -> None:
+    def drain(self, consumer: Consumer, sink: Sink, stop: threading.Event) -> bool:
         """Hand a claimed consumer's waiting events to the sink until none are left, one fails,
-        the consumer goes away or the claim is lost."""
+        the consumer goes away or the claim is lost; whether the caller must still release it.
+
+        The record of the last hand-over lets go of the claim when nothing is left after it
+        and, after a failure, always: one round trip for both."""
         current: Consumer | None = consumer
-        events: list[Published] = []
-        while current is not None and not stop.is_set():
+        events = self._after(consumer)
+        while events and not stop.is_set():
+            channel = sink.open(current)
+            if channel is None:
+                return True
+            wanted = [event for event in events if channel.wants(event)]
+            offered = wanted[: sink.batch]
+            through, delivered, attempt = events[-1].position, 0, None
+            if offered:
+                outcome = channel.send(offered, current.failures + 1)
+                if outcome.delivered < len(offered):
+                    self._record_failure(current, sink, events, offered, outcome)
+                    return False
+                if len(wanted) > len(offered):
+                    through = offered[-1].position
+                delivered, attempt = outcome.delivered, outcome.attempt
             # What was read and is still ahead is handed over before the log is read again: a
             # sink taking one event per send would otherwise read (and decode) a whole scan
             # batch per event.
-            events = [e for e in events if e.position > current.position] or self._after(current)
+            events = [event for event in events if event.position > through]
+            current = self._record(current, sink, through, delivered, attempt, done=not events)
+            if current is None:
+                return False
             if not events:
-                return
-            channel = sink.open(current)
-            if channel is None:
-                return
-            wanted = [event for event in events if channel.wants(event)]
-            offered = wanted[: sink.batch]
-            if not offered:
-                current = self._record(current, sink, events[-1].position, 0, None)
-                continue
-            outcome = channel.send(offered, current.failures + 1)
-            if outcome.delivered == len(offered):
-                through = (
-                    offered[-1].position if len(wanted) > len(offered) else events[-1].position
-                )
-                current = self._record(current, sink, through, outcome.delivered, outcome.attempt)
-                continue
-            failed = offered[outcome.delivered].position
-            through = max(
-                (e.position for e in events if e.position < failed), default=current.position
-            )
-            self._record(current, sink, through, outcome.delivered, outcome.attempt, failed=True)
-            return
+                events = self._after(current)
+        return True
+
+    def _record_failure(
+        self,
+        consumer: Consumer,
+        sink: Sink,
+        events: list[Published],
+        offered: Sequence[Published],
+        outcome: Outcome,
+    ) -> None:
+        """Save what was handed over before the event that failed, and when to try it again."""
+        failed = offered[outcome.delivered].position
+        through = max(
+            (e.position for e in events if e.position < failed), default=consumer.position
+        )
+        self._record(consumer, sink, through, outcome.delivered, outcome.attempt, failed=True)
 
     def _after(self, consumer: Consumer) -> list[Published]:
         """The published events after the consumer's position, oldest first."""
@@ -297,9 +344,13 @@ class Delivery:
         attempt: Attempt | None,
         *,
         failed: bool = False,
+        done: bool = False,
     ) -> Consumer | None:
         """Save the new position (and the attempt) if the claim still holds; the consumer as
-        saved, or None when the claim was lost or the consumer removed."""
+        saved, or None when this worker no longer holds it: the claim was lost, the consumer
+        removed, or the claim let go of here. It is let go of after a failure (the retry is
+        claimed when due), and when `done` (nothing read is left) if no event has been
+        published after the new position since (else the caller reads on, still holding it)."""
         failures, status, due, error = 0, ACTIVE, 0.0, None
         if failed:
             failures = consumer.failures + 1 if through == consumer.position else 1
@@ -307,52 +358,65 @@ class Delivery:
             status = ACTIVE if pause is not None else FAILING
             due = self.now() + (pause or 0)
             error = attempt.error if attempt else "failed"
-        with self.store.writing() as writer:
-            rows = writer.fetchall(
-                "UPDATE {consumers} SET position = %s, failures = %s, status = %s,"
-                " next_attempt_at = %s, delivered = delivered + %s, recorded = recorded + %s,"
-                " last_error = %s WHERE name = %s AND claimed_by = %s RETURNING *",
-                [
-                    max(through, consumer.position),
-                    failures,
-                    status,
-                    due,
-                    delivered,
-                    1 if attempt else 0,
-                    error,
-                    consumer.name,
-                    self.owner,
-                ],
-            )
-            if not rows:
-                return None
-            saved = _consumer(rows[0])
-            if attempt is not None:
-                self._keep(writer, consumer.name, rows[0]["recorded"], attempt)
-        if status == FAILING:
-            log.warning("%s failed its whole retry schedule; marked failing", consumer.name)
-        return saved
-
-    def _keep(self, writer: Writer, name: str, seq: int, attempt: Attempt) -> None:
-        writer.execute(
-            "INSERT INTO {delivery_attempts} VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        position = max(through, consumer.position)
+        update: Statement = (
+            "UPDATE {consumers} SET position = %s, failures = %s, status = %s,"
+            " next_attempt_at = %s, delivered = delivered + %s, recorded = recorded + %s,"
+            f" last_error = %s, claimed_by = CASE WHEN {LET_GO} THEN NULL ELSE claimed_by"
+            f" END, claimed_until = CASE WHEN {LET_GO} THEN NULL ELSE claimed_until END"
+            " WHERE name = %s AND claimed_by = %s RETURNING *",
             [
-                name,
-                seq,
-                attempt.event_id,
-                attempt.attempt,
-                attempt.attempted_at,
-                attempt.status_code,
-                attempt.error,
-                attempt.duration_ms,
-                attempt.response_excerpt,
+                position,
+                failures,
+                status,
+                due,
+                delivered,
+                1 if attempt else 0,
+                error,
+                *(let_go := [failed, done, position]),
+                *let_go,
+                consumer.name,
+                self.owner,
             ],
         )
-        if seq % 100 == 0:
-            writer.execute(
-                "DELETE FROM {delivery_attempts} WHERE consumer = %s AND seq <= %s",
-                [name, seq - KEPT_ATTEMPTS],
-            )
+        if attempt is None:
+            rows = self.store.together([update])[0]
+        else:
+            keep, prune = self._keeping(consumer.name, attempt)
+            rows = self.store.together([keep, update, prune])[1]
+        if rows and status == FAILING:
+            log.warning("%s failed its whole retry schedule; marked failing", consumer.name)
+        if not rows or rows[0]["claimed_by"] is None:
+            self._count(-1)
+            return None
+        return _consumer(rows[0])
+
+    def _keeping(self, name: str, attempt: Attempt) -> tuple[Statement, Statement]:
+        """The statements that keep an attempt (before the update that counts it: numbered
+        next, kept only if the claim holds) and prune the oldest (after it). Each reads what
+        it needs from the consumer's row, so they go to the database with the update at once."""
+        return (
+            (
+                "INSERT INTO {delivery_attempts} SELECT name, recorded + 1, %s, %s, %s, %s, %s,"
+                " %s, %s FROM {consumers} WHERE name = %s AND claimed_by = %s",
+                [
+                    attempt.event_id,
+                    attempt.attempt,
+                    attempt.attempted_at,
+                    attempt.status_code,
+                    attempt.error,
+                    attempt.duration_ms,
+                    attempt.response_excerpt,
+                    name,
+                    self.owner,
+                ],
+            ),
+            (
+                "DELETE FROM {delivery_attempts} WHERE consumer = %s"
+                " AND seq <= (SELECT recorded FROM {consumers} WHERE name = %s) - %s",
+                [name, name, KEPT_ATTEMPTS],
+            ),
+        )
 
 
 class Workers:
@@ -396,10 +460,13 @@ class Workers:
                 if consumer is None:
                     self.signal.wait_past(seen, IDLE_POLL_SECONDS)
                     continue
+                self.signal.ring()  # another consumer may be due: wake the next worker
+                held = True
                 try:
-                    self.delivery.drain(consumer, self.sink, self.stopping)
+                    held = self.delivery.drain(consumer, self.sink, self.stopping)
                 finally:
-                    self.delivery.release(consumer.name)
+                    if held:
+                        self.delivery.release(consumer.name)
             except Exception:
                 log.exception("%s delivery failed; retrying", self.sink.kind)
                 self.stopping.wait(1)
