@@ -137,6 +137,28 @@ def test_a_lookup_by_handoff_id_reads_nothing_of_another_organizations_aggregate
         assert read == set(), target
 
 
+def test_a_lookup_by_lease_id_reads_nothing_of_another_organizations_aggregates(
+    services, client, alice, outsider, key
+):
+    lease_id = client.simulate_post("/v1/leases", json=ACQUIRE, headers=bearer(alice)).json["data"][
+        "lease_id"
+    ]
+    ops = key("umbra", "ops", role="operator")
+    with aggregates_read(services) as read:
+        shown = client.simulate_get(f"/v1/leases/{lease_id}", headers=bearer(outsider))
+        released = client.simulate_delete(f"/v1/leases/{lease_id}", headers=bearer(ops))
+        audited = client.simulate_get(f"/v1/audit/leases/{lease_id}", headers=bearer(ops))
+        resource = client.simulate_get(
+            "/v1/audit/leases",
+            params={"resource_type": "deploy", "resource_id": "x"},
+            headers=bearer(ops),
+        )
+    assert [shown.status_code, released.status_code, audited.status_code] == [404] * 3
+    assert resource.json["data"]["terms"] == []  # umbra's own resource of that name
+    assert services.app.resource_keys.of("acme", "deploy", "x") not in read
+    assert read <= {services.app.resource_keys.of("umbra", "deploy", "x")}
+
+
 def test_cursors_are_sealed_and_a_forged_one_is_a_400_everywhere(services, client, alice):
     client.simulate_post("/v1/leases", json=ACQUIRE, headers=bearer(alice))
     event = client.simulate_get("/v1/events", headers=bearer(alice)).json["data"]["events"][0]
