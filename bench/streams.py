@@ -18,6 +18,8 @@ the quotas raised to fit.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import socket
 import threading
 
 from acquire_timing import acquire_seconds, load, make_keys, phase, store
@@ -51,7 +53,9 @@ def measure(database: str, acquires: int, streams: int, same_org: bool) -> float
             f"{streams} streams open", acquire_seconds(server.port, key, acquires, "during")
         )
         for stream in opened:
-            stream.close()
+            _hang_up(stream)
+        for drain in drains:
+            drain.join(timeout=10)
         acquire_seconds(server.port, key, 50, "warm2")
         after = phase("no stream again", acquire_seconds(server.port, key, acquires, "after"))
     finally:
@@ -62,13 +66,20 @@ def measure(database: str, acquires: int, streams: int, same_org: bool) -> float
     return ratio
 
 
+def _hang_up(stream: EventStreamReader) -> None:
+    """Close the stream's connection at once: its reader thread, blocked until the next
+    heartbeat, then returns (closing the response alone would wait for it)."""
+    sock = stream.response.fp.raw._sock  # http.client gave the socket to the response
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 def _drain(stream: EventStreamReader) -> None:
     """Read what the stream sends, as a live reader would, until it is closed."""
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # hung up by the bench
         for _ in stream.frames():
             pass
-    except (OSError, ValueError, AttributeError):
-        pass  # closed by the bench
+    stream.close()
 
 
 def main() -> None:
