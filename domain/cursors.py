@@ -51,9 +51,9 @@ class Cursors:
         """The position a cursor stands for, or None when it is no cursor of this store.
 
         `of_log`: the cursor stands for a log position. Other counters (webhooks, delivery
-        attempts) are not bounded by the log's end: any version 1 number of theirs is taken,
-        unless the log was empty when the store's secret was made (a store new since cursors
-        are sealed, which never handed out an unsealed cursor).
+        attempts, a resource's audit) are not bounded by the log's end: any version 1 number
+        of theirs is taken, unless the log was empty when the store's secret was made (a store
+        new since cursors are sealed, which never handed out an unsealed cursor).
         """
         try:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
