@@ -91,6 +91,21 @@ class Auditor:
         }
         return TermsPage(data, shown[-1].version if len(terms) > limit else None)
 
+    def every_term(
+        self, organization: str, resource_type: str, resource_id: str, as_of: datetime | None
+    ) -> dict[str, Any]:
+        """The route's answer with every term on the resource, read a page at a time (for the
+        command line and checks that want the whole history, never for a request)."""
+        terms: list[dict[str, Any]] = []
+        after: int | None = 0
+        while after is not None:
+            page = self.resource(
+                organization, resource_type, resource_id, as_of, after=after, limit=BATCH
+            )
+            terms.extend(page.data["terms"])
+            after = page.resume_after
+        return {**page.data, "terms": terms, "next_cursor": None}
+
     def lease(self, organization: str, lease_id: str, as_of: datetime | None) -> dict[str, Any]:
         """One lease's term and its events; NotFound in another organization or before it."""
         missing = NotFound(f"No lease {lease_id}.")

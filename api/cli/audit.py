@@ -23,7 +23,6 @@ from titen.api.cli.progress import Report, progress
 from titen.domain.clock import iso, parse_iso
 from titen.domain.errors import NotFound
 
-PAGE = 500
 """Terms read per page: the routes' largest `limit`."""
 
 if TYPE_CHECKING:
@@ -61,27 +60,8 @@ def _lease(args: argparse.Namespace) -> int:
 
 def _resource(args: argparse.Namespace) -> int:
     return _history(
-        args, lambda a: _every_term(a, args.org, args.resource_type, args.resource_id, args.as_of)
+        args, lambda a: a.every_term(args.org, args.resource_type, args.resource_id, args.as_of)
     )
-
-
-def _every_term(
-    auditor: Auditor,
-    organization: str,
-    resource_type: str,
-    resource_id: str,
-    as_of: datetime | None,
-) -> dict[str, Any]:
-    """The route's answer with every term on the resource, read a page at a time."""
-    terms: list[dict[str, Any]] = []
-    after: int | None = 0
-    while after is not None:
-        page = auditor.resource(
-            organization, resource_type, resource_id, as_of, after=after, limit=PAGE
-        )
-        terms.extend(page.data["terms"])
-        after = page.resume_after
-    return {**page.data, "terms": terms, "next_cursor": None}
 
 
 def _handoff(args: argparse.Namespace) -> int:

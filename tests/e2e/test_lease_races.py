@@ -12,7 +12,7 @@ from tests.support import Http, Server
 from titen.service.bootstrap import bootstrap
 
 RESOURCE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
-AUDIT = "/v1/audit/leases?resource_type=deploy&resource_id=checkout"
+AUDIT = "/v1/audit/leases?resource_type=deploy&resource_id=checkout&limit=500"
 
 
 def make_keys(database: str, count: int) -> list[str]:
@@ -213,7 +213,7 @@ def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_process
     assert len(tokens) >= 20, "too little contention to prove anything"
     services = bootstrap(database, pool_size=2)
     try:
-        terms = services.auditor.resource("acme", "deploy", "checkout", None)["terms"]
+        terms = services.auditor.every_term("acme", "deploy", "checkout", None)["terms"]
     finally:
         services.close()
     assert [t["fencing_token"] for t in terms] == list(range(1, len(terms) + 1))
@@ -229,6 +229,19 @@ def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_process
     for key in keys:  # each agent's own tokens rise in the order it received them
         own = [token for _, token, holder in granted if holder == key]
         assert own == sorted(own)
+
+
+def audited_terms(http: Http) -> list[dict]:
+    """Every term on the resource, newest last, following the audit's pages."""
+    terms: list[dict] = []
+    cursor = ""
+    while cursor is not None:
+        status, body = http.request("GET", AUDIT + (f"&cursor={cursor}" if cursor else ""))
+        if status != 200:
+            return terms
+        terms += body["data"]["terms"]
+        cursor = body["data"]["next_cursor"]
+    return terms
 
 
 def make_operator(database: str) -> str:
