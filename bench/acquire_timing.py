@@ -74,6 +74,12 @@ def acquire_seconds(port: int, key: str, count: int, tag: str) -> list[float]:
     return took
 
 
+def ms(values: list[float], pct: int) -> float:
+    """The `pct`th percentile of durations in seconds, in milliseconds to one decimal."""
+    cut = statistics.quantiles(values, n=100, method="inclusive")
+    return round(cut[pct - 1] * 1000, 1)
+
+
 def p50_ms(values: list[float]) -> float:
     return round(statistics.median(values) * 1000, 2)
 

@@ -21,10 +21,7 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
-import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +30,9 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support import Http, Server, create_key, postgres_schema
+from acquire_timing import ms, store
+
+from tests.support import Http, Server, create_key
 from titen.domain.clock import SystemClock
 from titen.domain.ids import LEASE, new_id
 from titen.domain.lease import Lease
@@ -191,24 +190,6 @@ def timed(call: Callable[[], object]) -> list[float]:
         call()
         spent.append(time.perf_counter() - started)
     return spent
-
-
-def ms(values: list[float], pct: int) -> float:
-    cut = statistics.quantiles(values, n=100, method="inclusive")
-    return round(cut[pct - 1] * 1000, 1)
-
-
-@contextlib.contextmanager
-def store(backend: str) -> Iterator[str]:
-    if backend == "postgres":
-        with postgres_schema() as url:
-            yield url
-        return
-    directory = tempfile.mkdtemp()
-    try:
-        yield f"sqlite:///{directory}/titen.db"
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

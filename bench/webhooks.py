@@ -37,11 +37,8 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -52,8 +49,10 @@ import nats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from acquire_timing import ms, store
+
 from tests.receiver import Receiver
-from tests.support import POSTGRES_URL, TITEN, Http, Server, postgres_schema
+from tests.support import POSTGRES_URL, TITEN, Http, Server
 from titen.service.bootstrap import bootstrap
 
 ORG = "bench"
@@ -219,24 +218,6 @@ async def _relay(database: str, url: str, stream: str, expected: int) -> dict[st
 def load() -> str:
     """The machine's 1-minute load average before a measurement (2 cores: above 2 is queued)."""
     return f"(load {os.getloadavg()[0]:.1f})"
-
-
-def ms(values: list[float], pct: int) -> float:
-    cut = statistics.quantiles(values, n=100, method="inclusive")
-    return round(cut[pct - 1] * 1000, 1)
-
-
-@contextlib.contextmanager
-def store(backend: str) -> Iterator[str]:
-    if backend == "postgres":
-        with postgres_schema() as url:
-            yield url
-        return
-    directory = tempfile.mkdtemp()
-    try:
-        yield f"sqlite:///{directory}/titen.db"
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run(backend: str, args: argparse.Namespace) -> None:
