@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from titen.domain.webhooks import DEFAULT_RETRY_SECONDS
 
-DEFAULT_WORKERS = {"sqlite": 1, "postgres": 2}
+DEFAULT_WORKERS = {"sqlite": 2, "postgres": 2}
 """Server processes when --workers is not given, by backend, as measured (docs/performance.md)."""
 
 
