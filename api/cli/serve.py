@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Any
 
 from titen.api.cli.options import database_command, open_services
@@ -187,24 +188,23 @@ def _port(text: str) -> int:
     return port
 
 
-def _positive(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 1 or more")
+def _at_least_one(what: str) -> Callable[[str], int]:
+    """An argparse type for a count of 1 or more; a refusal says it is not `what`."""
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
     return count
 
 
-def _process_count(text: str) -> int:
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers (1 or more)")
-    return count
+_positive = _at_least_one("a whole number of 1 or more")
+_process_count = _at_least_one("a number of workers (1 or more)")
 
 
 def _serve(args: argparse.Namespace) -> int:
