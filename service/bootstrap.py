@@ -19,6 +19,7 @@ from titen.projections.store import ViewStore, open_store
 from titen.service.answers import StoredAnswers
 from titen.service.application import Titen
 from titen.service.auditor import Auditor
+from titen.service.consumer_table import ConsumerTable, create_tables
 from titen.service.delivery import Delivery
 from titen.service.handoffs import HandoffService
 from titen.service.keys import Keys
@@ -55,6 +56,7 @@ class Services:
     auditor: Auditor
     answers: StoredAnswers
     readiness: Readiness
+    consumer_table: ConsumerTable
     delivery: Delivery
     webhooks: Webhooks
 
@@ -100,8 +102,10 @@ def bootstrap(
         keys = Keys(store, clock)
         tickets = Tickets(store, clock)
         answers = StoredAnswers(store, clock)
-        delivery = Delivery(store, event_log)
-        webhooks = Webhooks(store, delivery, keys, app, clock, answers)
+        create_tables(store)
+        consumer_table = ConsumerTable(store)
+        delivery = Delivery(consumer_table, event_log)
+        webhooks = Webhooks(store, consumer_table, keys, app, clock, answers)
     app.recorder.inline = projector.write
     app.recorder.keep = answers.write
     app.on_read_model_failure.append(projector.write_failed)
@@ -136,6 +140,7 @@ def bootstrap(
         ),
         answers=answers,
         readiness=Readiness(app, store, projector),
+        consumer_table=consumer_table,
         delivery=delivery,
         webhooks=webhooks,
     )

@@ -31,7 +31,7 @@ from nats.js.errors import NotFoundError
 from titen.domain.clock import Clock, iso
 from titen.domain.webhooks import RetrySchedule
 from titen.projections.event_log import SOURCE_PREFIX, Published
-from titen.service.delivery import Attempt, Consumer, Outcome
+from titen.service.consumers import Attempt, Consumer, Outcome
 
 log = logging.getLogger("titen.relay")
 

@@ -29,7 +29,7 @@ from titen.domain.webhooks import (
 )
 from titen.projections.event_log import Published
 from titen.service import metrics
-from titen.service.delivery import Attempt, Consumer, Outcome
+from titen.service.consumers import Attempt, Consumer, Outcome
 from titen.service.targets import TargetRefused, Targets
 from titen.service.webhooks import KIND, Webhook, Webhooks
 

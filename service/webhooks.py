@@ -4,8 +4,8 @@ and each one's delivery attempts.
 A subscription is configuration of the edge, like an API key, not a fact of the domain: it holds
 a signing secret, which must be replaceable and must never be written into the append-only log
 (or an audit export). So it lives in a plain table beside the read models, and its delivery
-state is a consumer of the shared delivery mechanism (service/delivery.py), created and removed
-in the same transaction as the subscription.
+state is a consumer of the shared delivery mechanism (service/delivery.py), created and removed in
+the same transaction as the subscription.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from titen.domain.webhooks import (
 from titen.projections.store import Row, ViewStore, Writer
 from titen.service.answers import StoredAnswers
 from titen.service.application import Keep, Titen
-from titen.service.delivery import ACTIVE, Attempt, Consumer, Delivery
+from titen.service.consumer_table import ConsumerTable
+from titen.service.consumers import ACTIVE, Attempt, Consumer
 from titen.service.keys import Keys, Principal
 from titen.service.targets import TargetRefused, Targets
 
@@ -68,7 +69,7 @@ class Webhooks:
     def __init__(
         self,
         store: ViewStore,
-        delivery: Delivery,
+        consumers: ConsumerTable,
         keys: Keys,
         app: Titen,
         clock: Clock,
@@ -76,7 +77,7 @@ class Webhooks:
     ):
         self.answers = answers
         self.store = store
-        self.delivery = delivery
+        self.consumers = consumers
         self.keys = keys
         self.app = app
         self.clock = clock
@@ -145,7 +146,7 @@ class Webhooks:
                     created_at,
                 ],
             )
-            self.delivery.add(writer, webhook_id, KIND, caller.organization, start)
+            self.consumers.add(writer, webhook_id, KIND, caller.organization, start)
             created = _webhook(_row(writer, webhook_id), ACTIVE)
             self._keep(writer, keep, (created, secret))
         return created, secret
@@ -180,7 +181,7 @@ class Webhooks:
             )
             if not gone:
                 raise NotFound(f"No webhook {webhook_id}.")
-            self.delivery.remove(writer, webhook_id)
+            self.consumers.remove(writer, webhook_id)
         return iso(self.clock.now())
 
     def rotate_secret(
@@ -201,7 +202,7 @@ class Webhooks:
         (`keep` as for `create`)."""
         self.get(caller, webhook_id)
         with self.store.writing() as writer:
-            self.delivery.enable(writer, webhook_id)
+            self.consumers.enable(writer, webhook_id)
             enabled = _webhook(_row(writer, webhook_id), ACTIVE)
             self._keep(writer, keep, enabled)
         return enabled
@@ -210,7 +211,7 @@ class Webhooks:
         self, caller: Principal, webhook_id: str, *, before: int | None, limit: int
     ) -> list[tuple[int, Attempt]]:
         self.get(caller, webhook_id)
-        return self.delivery.attempts(webhook_id, before, limit)
+        return self.consumers.attempts(webhook_id, before, limit)
 
     def for_delivery(self, consumer: Consumer) -> Webhook | None:
         """The subscription a consumer delivers for, as it is now (None once deleted)."""
@@ -229,7 +230,7 @@ class Webhooks:
             raise NotFound(f"No webhook {webhook_id}.")
 
     def _with_status(self, rows: list[Row]) -> list[Webhook]:
-        consumers = self.delivery.consumers([row["webhook_id"] for row in rows])
+        consumers = self.consumers.consumers([row["webhook_id"] for row in rows])
         return [
             _webhook(row, consumers[row["webhook_id"]].status)
             for row in rows

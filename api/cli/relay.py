@@ -34,8 +34,9 @@ def add_commands(commands: Any) -> None:
 
 def _nats(args: argparse.Namespace) -> int:
     from titen.projections.follower import Follower
-    from titen.service.delivery import Doorbell, Workers
+    from titen.service.doorbell import Doorbell
     from titen.service.relay import NatsRelay, RelaySettings, consumer_name
+    from titen.service.workers import Workers
 
     settings = RelaySettings(args.url, args.stream, args.subject_prefix, args.name)
     try:
@@ -47,7 +48,8 @@ def _nats(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     with open_services(args, pool_size=4) as services:
         name = consumer_name(settings.name)
-        services.delivery.ensure(name, "relay", None, 0)  # a new relay starts at the beginning
+        # a new relay starts at the beginning
+        services.consumer_table.ensure(name, "relay", None, 0)
         relay = NatsRelay(settings, services.clock)
         doorbell = Doorbell()
         follower = Follower(services.app.recorder, services.recent_events)

@@ -30,7 +30,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from titen.api.rest.logs import route
 from titen.api.rest.prefork import MULTIPROC_ENV
-from titen.service.delivery import Delivery
+from titen.service.consumer_table import ConsumerTable
 from titen.service.readiness import Readiness
 from titen.service.relay import KIND as RELAY
 from titen.service.relay import relay_name
@@ -89,9 +89,9 @@ class StoreCollector:
     """Scrape-time gauges from the database: the log's position, each read model's lag and
     failure, and what webhooks have still to deliver."""
 
-    def __init__(self, readiness: Readiness, delivery: Delivery):
+    def __init__(self, readiness: Readiness, consumer_table: ConsumerTable):
         self.readiness = readiness
-        self.delivery = delivery
+        self.consumer_table = consumer_table
 
     def collect(self) -> Iterator[Metric]:
         report = self.readiness.check()
@@ -129,14 +129,14 @@ class StoreCollector:
             "Published events after the positions of all webhook subscriptions, summed (events "
             "their filters will skip included).",
         )
-        backlog.add_metric([], sum(self.delivery.backlog(WEBHOOK).values()))
+        backlog.add_metric([], sum(self.consumer_table.backlog(WEBHOOK).values()))
         yield backlog
         relay_lag = GaugeMetricFamily(
             "titen_relay_lag_events",
             "Published events not yet relayed, by relay name (`titen relay nats --name`).",
             labels=["name"],
         )
-        for consumer, waiting in self.delivery.backlog(RELAY).items():
+        for consumer, waiting in self.consumer_table.backlog(RELAY).items():
             relay_lag.add_metric([relay_name(consumer)], waiting)
         yield relay_lag
 
@@ -165,7 +165,7 @@ class _ThisProcess:
 
 
 def serve_metrics(
-    readiness: Readiness, delivery: Delivery, sock: socket.socket
+    readiness: Readiness, consumer_table: ConsumerTable, sock: socket.socket
 ) -> Callable[[], None]:
     """Serve /metrics on the listening `sock` in a thread of its own; returns how to stop it.
 
@@ -180,7 +180,7 @@ def serve_metrics(
         MultiProcessCollector(registry)  # registers itself: every worker's series, summed
     else:
         registry.register(_ThisProcess())
-    registry.register(StoreCollector(readiness, delivery))
+    registry.register(StoreCollector(readiness, consumer_table))
     server = _MetricsServer(sock)
     server.set_app(make_wsgi_app(registry))
     thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)

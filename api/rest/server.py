@@ -18,9 +18,10 @@ from titen.api.rest.settings import ServerSettings
 from titen.domain.webhooks import RetrySchedule
 from titen.projections.follower import Follower
 from titen.service.bootstrap import Services
-from titen.service.delivery import Doorbell, Workers
+from titen.service.doorbell import Doorbell
 from titen.service.targets import Targets
 from titen.service.webhook_sender import WebhookSender
+from titen.service.workers import Workers
 
 log = logging.getLogger("titen.server")
 
@@ -85,7 +86,7 @@ def _metrics(services: Services, metrics_sock: socket.socket | None) -> Callable
     """Serve /metrics if asked to; returns how to stop it."""
     if metrics_sock is None:
         return lambda: None
-    return serve_metrics(services.readiness, services.delivery, metrics_sock)
+    return serve_metrics(services.readiness, services.consumer_table, metrics_sock)
 
 
 def _run(services: Services, settings: ServerSettings, server: Server) -> None:

@@ -43,7 +43,7 @@ from titen.api.rest.paging import (
 )
 from titen.api.validation import validator
 from titen.domain.events import PUBLISHED
-from titen.service.delivery import ACTIVE, FAILING
+from titen.service.consumers import ACTIVE, FAILING
 from titen.service.targets import Targets
 from titen.service.webhooks import Webhook, Webhooks
 

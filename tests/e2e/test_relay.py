@@ -153,7 +153,7 @@ def test_every_organization_in_log_order_with_escaped_subjects(database, service
         organization = body["source"].removeprefix("/titen/organizations/")
         escaped = "we%2Eird%2A%3Eorg" if organization != "acme" else "acme"
         assert subject == f"{prefix}.{escaped}.lease.acquired"
-    saved = services.delivery.consumers([consumer_name("default")])[consumer_name("default")]
+    saved = services.consumer_table.consumers([consumer_name("default")])[consumer_name("default")]
     assert saved.position == log[-1].position  # saved on SIGTERM
 
 
@@ -165,7 +165,7 @@ def test_a_kill_between_ack_and_saving_resumes_with_no_gap_and_no_duplicate(
     with relay(database, stream, env={KILL_AFTER_ACKS: "4"}) as process:
         assert process.wait(timeout=30) == -signal.SIGKILL
     assert len(messages(stream)) == 4
-    position = services.delivery.consumers([consumer_name("default")])
+    position = services.consumer_table.consumers([consumer_name("default")])
     assert position[consumer_name("default")].position == 0  # acknowledged, never saved
     with relay(database, stream):  # takes over once the dead relay's claim runs out
         eventually(lambda: len(messages(stream)) >= 10, "the rest published", timeout=40)
@@ -207,7 +207,7 @@ def test_metrics_show_each_relay_lag_until_it_catches_up(database, services, str
     try:
         for n in range(3):
             acquire(services, "acme", f"lag-{n}")
-        services.delivery.ensure(consumer_name("idle"), "relay", None, 0)  # never ran
+        services.consumer_table.ensure(consumer_name("idle"), "relay", None, 0)  # never ran
         assert sample(scrape(port), "titen_relay_lag_events", name="idle") == 3
         with relay(database, stream, "--name", "busy"):
             eventually(

@@ -14,7 +14,8 @@ from tests.support import FakeClock, eventually
 from titen.domain.webhooks import RetrySchedule
 from titen.projections.event_log import Published
 from titen.service.bootstrap import Services, bootstrap
-from titen.service.delivery import Consumer, Doorbell, Outcome
+from titen.service.consumers import Consumer, Outcome
+from titen.service.doorbell import Doorbell
 
 KIND = "test"
 SCHEDULE = RetrySchedule((1,))
@@ -59,14 +60,12 @@ def acquire(services: Services, name: str) -> None:
 
 
 def add_consumer(services: Services, name: str) -> None:
-    with services.delivery.store.writing() as writer:
-        services.delivery.add(writer, name, KIND, "acme", 0)
+    with services.store.writing() as writer:
+        services.consumer_table.add(writer, name, KIND, "acme", 0)
 
 
 def claimed_by(services: Services, name: str) -> str | None:
-    rows = services.delivery.store.query(
-        "SELECT claimed_by FROM {consumers} WHERE name = %s", [name]
-    )
+    rows = services.store.query("SELECT claimed_by FROM {consumers} WHERE name = %s", [name])
     return rows[0]["claimed_by"]
 
 
@@ -76,13 +75,13 @@ def test_the_record_of_the_last_event_lets_go_of_the_claim(services):
     delivery = services.delivery
     consumer = delivery.claim_next(KIND)
     assert consumer is not None
-    assert claimed_by(services, "c1") == delivery.owner
+    assert claimed_by(services, "c1") == services.consumer_table.owner
     sink = Sink()
     assert delivery.drain(consumer, sink, threading.Event()) is False  # nothing to release
     (event,) = services.event_log.read("acme", 0, (), 10)
     assert sink.sent == [event.position]
     assert claimed_by(services, "c1") is None
-    assert delivery.consumers(["c1"])["c1"].position == event.position
+    assert services.consumer_table.consumers(["c1"])["c1"].position == event.position
 
 
 def test_an_event_published_before_that_record_is_handed_over_under_the_same_claim(services):
@@ -102,7 +101,7 @@ def test_an_event_published_before_that_record_is_handed_over_under_the_same_cla
     assert len(published) == 3
     assert sink.sent == published  # in log order, in one drain
     assert claimed_by(services, "c1") is None
-    assert delivery.consumers(["c1"])["c1"].position == published[-1]
+    assert services.consumer_table.consumers(["c1"])["c1"].position == published[-1]
 
 
 @pytest.fixture
@@ -118,7 +117,7 @@ def test_a_claim_skips_a_consumer_whose_row_another_transaction_holds(postgres_s
         add_consumer(services, name)
     acquire(services, "one")
     claimed: list[Consumer | None] = []
-    with services.delivery.store.writing() as other:
+    with services.store.writing() as other:
         other.execute("SELECT name FROM {consumers} WHERE name = %s FOR UPDATE", ["c1"])
         claiming = threading.Thread(
             target=lambda: claimed.append(services.delivery.claim_next(KIND))

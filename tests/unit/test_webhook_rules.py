@@ -20,7 +20,7 @@ from titen.domain.webhooks import (
     parse_target,
 )
 from titen.projections.event_log import Published
-from titen.service.delivery import Consumer
+from titen.service.consumers import Consumer
 from titen.service.targets import TargetRefused, Targets
 from titen.service.webhook_sender import WebhookSender, sign
 from titen.service.webhooks import Webhook

@@ -1,0 +1,79 @@
+"""The delivery worker pool: threads that claim due consumers and drain them
+(service/delivery.py), woken by the doorbell, plus the heartbeat that keeps their claims."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from titen.service.consumers import Consumer, Sink
+from titen.service.delivery import Delivery
+from titen.service.doorbell import Doorbell
+
+log = logging.getLogger("titen.delivery")
+
+HEARTBEAT_SECONDS = 2.0
+IDLE_POLL_SECONDS = 0.25
+"""How often an idle worker looks for retries that came due (new events wake it at once)."""
+
+
+class Workers:
+    """Threads that claim due consumers and drain them, plus the heartbeat for their claims."""
+
+    def __init__(
+        self,
+        delivery: Delivery,
+        sink: Sink,
+        signal: Doorbell,
+        count: int,
+        claim: Callable[[], Consumer | None] | None = None,
+    ):
+        self.delivery = delivery
+        self.sink = sink
+        self.signal = signal
+        self.claim = claim or (lambda: delivery.claim_next(sink.kind))
+        self.stopping = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{sink.kind}-{i}", daemon=True)
+            for i in range(count)
+        ]
+        self._threads.append(threading.Thread(target=self._beat, name="heartbeat", daemon=True))
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 15) -> None:
+        """Finish what is in flight, release the claims, and return."""
+        self.stopping.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _work(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                seen = self.signal.version()
+                consumer = self.claim()
+                if consumer is None:
+                    self.signal.wait_past(seen, IDLE_POLL_SECONDS)
+                    continue
+                self.signal.ring()  # another consumer may be due: wake the next worker
+                held = True
+                try:
+                    held = self.delivery.drain(consumer, self.sink, self.stopping)
+                finally:
+                    if held:
+                        self.delivery.release(consumer.name)
+            except Exception:
+                log.exception("%s delivery failed; retrying", self.sink.kind)
+                self.stopping.wait(1)
+
+    def _beat(self) -> None:
+        while not self.stopping.wait(HEARTBEAT_SECONDS):
+            try:
+                self.delivery.heartbeat()
+            except Exception:
+                log.exception("extending delivery claims failed; retrying")
