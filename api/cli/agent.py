@@ -13,13 +13,20 @@ if TYPE_CHECKING:
 
 
 def add_commands(commands: Any) -> None:
-    api_command(commands, "mcp", "serve the agent tools over MCP (stdio), via the API", _mcp)
+    mcp = api_command(commands, "mcp", "serve the agent tools over MCP (stdio), via the API", _mcp)
+    mcp.set_defaults(until_stopped=True)
     events = commands.add_parser("events", help="the committed event log").add_subparsers(
         required=True, metavar="ACTION"
     )
     tail = api_command(events, "tail", "follow the log: one JSON object per line", _tail)
-    tail.add_argument("--after", help="resume after this cursor (default: the beginning; latest)")
-    tail.add_argument("--types", help="comma-separated, e.g. handoff.created,handoff.accepted")
+    tail.add_argument(
+        "--after",
+        help="resume after this cursor, or `latest` for new events only (default: the beginning)",
+    )
+    tail.add_argument(
+        "--types",
+        help="comma-separated, e.g. handoff.created,handoff.accepted (default: every type)",
+    )
 
 
 def _client(args: argparse.Namespace) -> TitenClient:

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from titen.api.cli.audit_chain import check, seal
-from titen.api.cli.options import database_command, open_services
+from titen.api.cli.options import command, database_command, open_services
 from titen.api.cli.progress import Report, progress
 from titen.domain.clock import iso, parse_iso
 from titen.domain.errors import NotFound
@@ -41,17 +41,30 @@ def add_commands(commands: Any) -> None:
     handoff.add_argument("handoff_id")
     for parser in (lease, resource, handoff):
         parser.add_argument("--org", required=True)
-        parser.add_argument("--as-of", type=_instant, help="answer as of this instant")
+        parser.add_argument(
+            "--as-of", type=_instant, help="answer as of this instant (default: now)"
+        )
     export = database_command(
         actions, "export", "an organization's events as chained JSON Lines", _export
     )
     export.add_argument("--org", required=True)
-    export.add_argument("--since", type=_instant, help="only events recorded from this instant")
-    export.add_argument("--output", help="a file to write (default: stdout)")
-    verify = actions.add_parser("verify", help="check an export's hash chain")
+    export.add_argument(
+        "--since",
+        type=_instant,
+        help="only events recorded from this instant (default: all of them)",
+    )
+    export.add_argument(
+        "--output",
+        help="a file to write, and then a summary with the chain head on stdout "
+        "(default: the export on stdout, the summary with -v on stderr)",
+    )
+    verify = command(actions, "verify", "check an export's hash chain", _verify)
     verify.add_argument("file")
-    verify.add_argument("--head", help="the chain head recorded at export, to compare with")
-    verify.set_defaults(run=_verify)
+    verify.add_argument(
+        "--head",
+        help="the chain head recorded at export, to compare with (default: none, the file's "
+        "own chain is checked)",
+    )
 
 
 def _lease(args: argparse.Namespace) -> int:
@@ -98,20 +111,19 @@ def _export(args: argparse.Namespace) -> int:
         report(log_end)  # the whole log was read, whether or not its last events were ours
     end = json.loads(last)
     summary = f"exported {end['events']} events of {args.org}; chain head {end['hash']}"
-    print(summary, file=sys.stderr)
+    if args.output:
+        print(summary)
+    elif args.verbose:  # stdout is the export itself
+        print(f"titen: {summary}", file=sys.stderr)
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
-    try:
-        with (
-            open(args.file, encoding="utf-8", errors="replace") as lines,
-            progress("verify", _line_count(args.file), "lines") as report,
-        ):
-            verdict = check(_counting(lines, report))
-    except OSError as exc:
-        print(f"titen: {exc}", file=sys.stderr)
-        return 2
+    with (
+        open(args.file, encoding="utf-8", errors="replace") as lines,
+        progress("verify", _line_count(args.file), "lines") as report,
+    ):
+        verdict = check(_counting(lines, report))  # a file that cannot be read: see `main`
     if not verdict.ok:
         print(f"titen: {args.file} line {verdict.bad_line}: {verdict.reason}", file=sys.stderr)
         return 1

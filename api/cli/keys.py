@@ -18,15 +18,19 @@ def add_commands(commands: Any) -> None:
     )
     create = database_command(keys, "create", "create a key; prints the key alone", _create)
     create.add_argument("--org", required=True)
-    create.add_argument("--principal", help="default: a new agent_<32 hex> id")
-    create.add_argument("--role", choices=ROLES, default=AGENT_ROLE)
+    create.add_argument(
+        "--principal", help="who the key acts for (default: a new agent_<32 hex> id)"
+    )
+    create.add_argument(
+        "--role", choices=ROLES, default=AGENT_ROLE, help="what it may do (default: %(default)s)"
+    )
     listing = database_command(keys, "list", "show principals and key prefixes", _list)
     listing.add_argument("--org", required=True)
     revoke = database_command(keys, "revoke", "revoke a principal's keys, or one key", _revoke)
     revoke.add_argument("--org", required=True)
     which = revoke.add_mutually_exclusive_group(required=True)
     which.add_argument("--principal")
-    which.add_argument("--key-prefix", help="the prefix `keys list` shows")
+    which.add_argument("--key-prefix", help="the prefix `keys list` shows (default: none)")
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -46,5 +50,9 @@ def _list(args: argparse.Namespace) -> int:
 def _revoke(args: argparse.Namespace) -> int:
     with open_services(args) as opened:
         count = opened.keys.revoke(args.org, principal=args.principal, key_prefix=args.key_prefix)
-    print(f"revoked {count} key(s)", file=sys.stderr)
-    return 0 if count else 1
+    if not count:
+        which = f"principal {args.principal}" if args.principal else f"prefix {args.key_prefix}"
+        print(f"titen: {args.org} has no unrevoked key of {which}", file=sys.stderr)
+        return 1
+    print(f"revoked {count} key(s)")
+    return 0

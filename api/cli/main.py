@@ -1,35 +1,100 @@
 """The `titen` command line: one module per command group, assembled here.
 
 Each group imports the event store or the web framework only when one of its commands runs.
+
+What a command writes where (docs/cli.md): its data on stdout; on stderr nothing when it worked
+(a long-running command's log excepted), and one line starting `titen: ` for whatever went wrong,
+in this project's words. `-v` says more: the database opened, every library's log lines and the
+traceback of an unexpected error.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from typing import NoReturn
 
 from titen.api.cli import agent, audit, keys, openapi, projections, relay, serve
+from titen.api.cli.options import VERBOSE_HELP
 from titen.storage.database import BadDatabaseURL, CannotOpen
+
+PIPE_CLOSED = 141
+"""The exit status of a command whose reader went away: 128 + SIGPIPE, as a shell reports a
+Unix tool that the signal ended (`yes | head -1`)."""
+INTERRUPTED = 130
+"""128 + SIGINT: stopped with Ctrl-C."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that says where the usage is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"titen: {message} (see `{self.prog} --help`)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    _configure_logging(args)
     try:
         return args.run(args)
+    except BrokenPipeError:
+        return _reader_gone()
+    except KeyboardInterrupt:
+        return INTERRUPTED
     except Exception as exc:
-        if not _refusal(exc):
+        if _refusal(exc):
+            print(f"titen: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(exc, OSError) and exc.filename is not None:
+            print(f"titen: {file_error(exc)}", file=sys.stderr)
+            return 2
+        if args.verbose:
             raise
-        print(f"titen: {exc}", file=sys.stderr)
-        return 2
+        print(f"titen: unexpected {type(exc).__name__}: {exc} (-v shows where)", file=sys.stderr)
+        return 1
+
+
+def file_error(exc: OSError) -> str:
+    """A failed file operation as `PATH: reason`, the way Unix tools word it."""
+    return f"{exc.filename}: {exc.strerror or exc}"
+
+
+def _reader_gone() -> int:
+    """The reader of stdout closed it (`titen openapi | head -1`): stop without a word.
+
+    Later writes, including the interpreter's final flush, go to /dev/null, so no second
+    BrokenPipeError is reported while exiting.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return PIPE_CLOSED
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """Who may write log lines to stderr.
+
+    With -v, everyone from INFO up. Otherwise a command that runs until stopped (`serve`,
+    `relay`, `mcp`: `until_stopped`) logs titen's own lines from INFO up, such as the relay's
+    progress, and other libraries' only from WARNING up; a command that answers and exits logs
+    nothing: whatever went wrong is the one line `main` writes. `titen serve` then sets its own
+    request log up (docs/operations.md).
+    """
+    if args.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    elif getattr(args, "until_stopped", False):
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+        logging.getLogger("titen").setLevel(logging.INFO)
+    else:
+        logging.basicConfig(handlers=[logging.NullHandler()])
 
 
 def _refusal(exc: Exception) -> bool:
     """Whether a command was refused for a reason its message states (exit 2, no traceback).
 
     A read model that fails on an event while the store is opened is such a refusal too: the
-    failure was logged with its traceback, and the message says how to repair it.
+    message says how to repair it (and -v shows the failure's traceback in the log).
     The key store and the projections are imported only here, once something failed, so that
     commands which never open a store load no database driver.
     """
@@ -48,9 +113,8 @@ def _refusal(exc: Exception) -> bool:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="titen", description="Titen: leases and handoffs for AI agents."
-    )
+    parser = Parser(prog="titen", description="Titen: leases and handoffs for AI agents.")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     for group in (serve, agent, keys, audit, projections, openapi, relay):
         group.add_commands(commands)

@@ -6,12 +6,16 @@ import argparse
 import json
 from typing import Any
 
+from titen.api.cli.options import command
+
 
 def add_commands(commands: Any) -> None:
-    command = commands.add_parser(
-        "openapi", help="print the OpenAPI 3.1 document of the REST API (no database needed)"
+    command(
+        commands,
+        "openapi",
+        "print the OpenAPI 3.1 document of the REST API (no database needed)",
+        _print,
     )
-    command.set_defaults(run=_print)
 
 
 def _print(args: argparse.Namespace) -> int:

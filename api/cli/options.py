@@ -20,31 +20,48 @@ if TYPE_CHECKING:
     from titen.service.bootstrap import Services
 
 Run = Callable[[argparse.Namespace], int]
+VERBOSE_HELP = (
+    "say more on stderr: the database opened, every library's log lines, the traceback of an "
+    "unexpected error (default: only errors, one line each)"
+)
+
+
+def command(group: Any, name: str, help_text: str, run: Run) -> argparse.ArgumentParser:
+    """A command that runs `run`; every command takes -v/--verbose, after its name or before
+    (`titen -v keys list`), which lets it say more on stderr (docs/cli.md)."""
+    parser = group.add_parser(name, help=help_text, description=help_text)
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,  # so that it does not undo a -v given before the command
+        help=VERBOSE_HELP,
+    )
+    parser.set_defaults(run=run)
+    return parser
 
 
 def database_command(group: Any, name: str, help_text: str, run: Run) -> argparse.ArgumentParser:
     """A command that opens the store named by --database."""
-    command = group.add_parser(name, help=help_text)
-    command.add_argument(
+    parser = command(group, name, help_text, run)
+    parser.add_argument(
         "--database",
         default=os.environ.get("TITEN_DATABASE_URL", DEFAULT_URL),
         help="sqlite:///PATH or postgresql://USER@HOST:PORT/DBNAME "
         "(default: $TITEN_DATABASE_URL, else sqlite:///titen.db)",
     )
-    command.set_defaults(run=run)
-    return command
+    return parser
 
 
 def api_command(group: Any, name: str, help_text: str, run: Run) -> argparse.ArgumentParser:
     """A command that calls the REST API under $TITEN_API_KEY; it never opens the database."""
-    command = group.add_parser(name, help=help_text)
-    command.add_argument(
+    parser = command(group, name, help_text, run)
+    parser.add_argument(
         "--url",
         help="the REST API to call (default: $TITEN_URL, else http://127.0.0.1:8787); "
         "the key is $TITEN_API_KEY",
     )
-    command.set_defaults(run=run)
-    return command
+    return parser
 
 
 @contextmanager
@@ -53,14 +70,14 @@ def open_services(
 ) -> Iterator[Services]:
     """The services for one command, closed however it ends (`catch_up`: see `bootstrap`).
 
-    With `announce`, stderr says which database the command opened (the default one depends on
-    the environment and, for a relative SQLite path, on the current folder); `titen serve`
-    logs it instead.
+    With `announce` and -v, stderr says which database the command opened (the default one
+    depends on the environment and, for a relative SQLite path, on the current folder); without
+    -v a command that worked writes nothing there. `titen serve` logs it instead.
     """
     from titen.service.bootstrap import bootstrap
 
     opened = bootstrap(args.database, pool_size=pool_size, catch_up=catch_up)
-    if announce:
+    if announce and args.verbose:
         print(f"titen: database {opened.database.redacted()}", file=sys.stderr)
     try:
         yield opened

@@ -30,7 +30,7 @@ def add_commands(commands: Any) -> None:
         actions, "verify", "compare with a fresh rebuild", _verify_projections
     )
     for parser in (rebuild, check_):
-        parser.add_argument("name", nargs="?", help="one projection (default: all)")
+        parser.add_argument("name", nargs="?", help="one projection (default: all of them)")
 
 
 def _rebuild(args: argparse.Namespace) -> int:

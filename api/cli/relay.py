@@ -18,17 +18,24 @@ def add_commands(commands: Any) -> None:
     relay = commands.add_parser("relay", help="publish the committed log downstream")
     targets = relay.add_subparsers(required=True, metavar="TARGET")
     nats = database_command(targets, "nats", "publish every event to NATS JetStream", _nats)
-    nats.add_argument("--url", default="nats://127.0.0.1:4222", help="the NATS server")
-    nats.add_argument("--stream", default="TITEN", help="the JetStream stream (made if missing)")
+    nats.set_defaults(until_stopped=True)
+    nats.add_argument(
+        "--url", default="nats://127.0.0.1:4222", help="the NATS server (default: %(default)s)"
+    )
+    nats.add_argument(
+        "--stream",
+        default="TITEN",
+        help="the JetStream stream, made if missing (default: %(default)s)",
+    )
     nats.add_argument(
         "--subject-prefix",
         default="titen",
-        help="subjects are <prefix>.<organization>.<type> (docs/relay.md)",
+        help="subjects are <prefix>.<organization>.<type> (default: %(default)s; docs/relay.md)",
     )
     nats.add_argument(
         "--name",
         default="default",
-        help="this relay's durable position in the titen database",
+        help="this relay's durable position in the titen database (default: %(default)s)",
     )
 
 

@@ -19,8 +19,16 @@ from titen.storage.database import parse
 
 def add_commands(commands: Any) -> None:
     serve = database_command(commands, "serve", "serve the REST API", _serve)
-    serve.add_argument("--host", default=DEFAULTS.host)
-    serve.add_argument("--port", type=int, default=DEFAULTS.port)
+    serve.set_defaults(until_stopped=True)
+    serve.add_argument(
+        "--host", default=DEFAULTS.host, help="the address to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULTS.port,
+        help="the port to listen on (default: %(default)s)",
+    )
     serve.add_argument(
         "--workers",
         type=_process_count,
@@ -33,7 +41,7 @@ def add_commands(commands: Any) -> None:
         "--threads",
         type=int,
         default=DEFAULTS.threads,
-        help="request worker threads (in each worker process)",
+        help="request worker threads in each worker process (default: %(default)s)",
     )
     serve.add_argument(
         "--max-subscribers",
@@ -60,19 +68,21 @@ def add_commands(commands: Any) -> None:
         "--request-head-timeout",
         type=float,
         default=DEFAULTS.request_head_timeout,
-        help="seconds a connection may take to send a complete request head before it is closed",
+        help="seconds a connection may take to send a complete request head before it is "
+        "closed (default: %(default)s)",
     )
     serve.add_argument(
         "--connection-limit",
         type=int,
         default=DEFAULTS.connection_limit,
-        help="open connections accepted at once (idle ones hold no thread)",
+        help="open connections accepted at once; idle ones hold no thread (default: %(default)s)",
     )
     serve.add_argument(
         "--heartbeat-seconds",
         type=float,
         default=DEFAULTS.heartbeat_seconds,
-        help="comment line sent on a quiet event stream, to keep proxies from closing it",
+        help="seconds between the comment lines sent on a quiet event stream, to keep proxies "
+        "from closing it (default: %(default)s)",
     )
     serve.add_argument(
         "--metrics-port",
@@ -83,7 +93,7 @@ def add_commands(commands: Any) -> None:
     serve.add_argument(
         "--metrics-host",
         default=DEFAULTS.metrics_host,
-        help=f"the address of the metrics listener (default {DEFAULTS.metrics_host})",
+        help="the address of the metrics listener (default: %(default)s)",
     )
     serve.add_argument(
         "--log-format",
@@ -98,7 +108,9 @@ def add_commands(commands: Any) -> None:
         default=DEFAULTS.webhook_retry_seconds,
         metavar="5,30,300,...",
         help="the pause before each retry of a failed webhook delivery, jittered by ±20%% "
-        "(default: about a day in all; docs/webhooks.md)",
+        "(default: "
+        + ",".join(f"{seconds:g}" for seconds in DEFAULTS.webhook_retry_seconds)
+        + ", about a day in all; docs/webhooks.md)",
     )
     serve.add_argument(
         "--webhook-workers",
@@ -120,7 +132,8 @@ def add_commands(commands: Any) -> None:
     serve.add_argument(
         "--allow-private-webhooks",
         action="store_true",
-        help="let webhooks target loopback, private, link-local and multicast addresses",
+        help="let webhooks target loopback, private, link-local and multicast addresses "
+        "(default: refused)",
     )
 
 

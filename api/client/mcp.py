@@ -9,20 +9,19 @@ same validator as REST's (titen.api.validation) before anything else sees the ar
 SDK's own model would coerce `"600"` to 600, `true` to 1 and let `message: null` through, and
 word its refusals as pydantic does. So an argument REST would refuse is refused here, in REST's
 words ("ttl_seconds must be of type integer."), as a tool error, like a conflict, a refused key
-or an unreachable server. The process keeps serving after any of them.
+or an unreachable server. A tool error's text is the service's message alone: the SDK would
+prefix it with `Error executing tool <name>: ` and log it on stderr, which is the MCP host's log
+and no place for an agent's refusals. The process keeps serving after any of them.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib.metadata import version
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from titen.api.schemas import ACQUIRE, CREATE_HANDOFF, body
@@ -137,23 +136,24 @@ class HandoffSent(BaseModel):
 
 class ValidatingServer(MCPServer):
     """An MCP server whose tools' arguments are checked as REST checks a body, before the SDK's
-    model sees them."""
+    model sees them, and whose tool errors carry the service's words alone."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         checker = CHECKERS.get(name)
         refused = None if checker is None else refusal(arguments, checker)
-        if refused is not None:  # worded as the SDK words every tool's failure
-            raise ToolError(f"Error executing tool {name}: {refused}")
-        return await super().call_tool(name, arguments, context)
+        if refused is not None:
+            return _tool_error(refused)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as failed:  # the SDK's wrapper; its cause is what the tool raised
+            if isinstance(failed.__cause__, TitenError):
+                return _tool_error(failed.__cause__.message)
+            raise
 
 
-@contextmanager
-def _as_tool_error() -> Iterator[None]:
-    """A refusal or an unreachable service becomes a tool error carrying the service's words."""
-    try:
-        yield
-    except TitenError as exc:
-        raise ToolError(exc.message) from exc
+def _tool_error(message: str) -> CallToolResult:
+    """A failed call as the model reads it: the message, flagged as an error."""
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
 def build(client: TitenClient) -> MCPServer:
@@ -175,10 +175,9 @@ def build(client: TitenClient) -> MCPServer:
         purpose: Purpose,
         ttl_seconds: TtlSeconds,
     ) -> LeaseAcquired:
-        with _as_tool_error():
-            lease = client.acquire_lease(
-                resource_type, resource_id, purpose=purpose, ttl_seconds=ttl_seconds
-            )
+        lease = client.acquire_lease(  # a TitenError becomes a tool error: `call_tool`
+            resource_type, resource_id, purpose=purpose, ttl_seconds=ttl_seconds
+        )
         return LeaseAcquired(
             lease_id=lease.lease_id,
             expires_at=iso(lease.expires_at),
@@ -196,8 +195,7 @@ def build(client: TitenClient) -> MCPServer:
         subject_id: SubjectId,
         message: Message = None,  # type: ignore[assignment]  # never null: CHECKERS refuse it
     ) -> HandoffSent:
-        with _as_tool_error():
-            sent = client.create_handoff(to_principal, subject_id, message=message)
+        sent = client.create_handoff(to_principal, subject_id, message=message)
         return HandoffSent(handoff_id=sent.handoff_id, status=sent.status)
 
     return server
@@ -205,5 +203,4 @@ def build(client: TitenClient) -> MCPServer:
 
 def serve(client: TitenClient) -> None:
     """Serve over stdin/stdout until the MCP client closes the connection."""
-    logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per call is noise here
     build(client).run("stdio")

@@ -45,15 +45,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 @asynccontextmanager
 async def mcp_session(
-    url: str | None, key: str | None, cwd: Path | None = None, env: dict[str, str] | None = None
+    url: str | None,
+    key: str | None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    errlog: Path | None = None,
 ) -> AsyncIterator[ClientSession]:
-    """A `titen mcp` subprocess, initialized; it gets only the environment given here."""
+    """A `titen mcp` subprocess, initialized; it gets only the environment given here, and
+    writes its stderr to `errlog` (default: nowhere)."""
     env = {**({} if key is None else {"TITEN_API_KEY": key}), **(env or {})}
     args = ["mcp"] if url is None else ["mcp", "--url", url]
     params = StdioServerParameters(command=TITEN, args=args, env=env, cwd=cwd)
-    with open(os.devnull, "w") as quiet:  # its log: tool errors are logged there, by design
+    with open(errlog or os.devnull, "w") as log:
         async with (
-            stdio_client(params, errlog=quiet) as (read, write),
+            stdio_client(params, errlog=log) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
@@ -137,8 +142,8 @@ def test_acquire_conflict_and_bad_arguments_come_back_as_tool_errors(world):
 
             conflict = await bob.call_tool("titen_lease_acquire", acquire)
             assert conflict.is_error
-            assert f"Resource is leased by another principal until {data['expires_at']}." in text(
-                conflict
+            assert text(conflict) == (
+                f"Resource is leased by another principal until {data['expires_at']}."
             )
             await still_answers(bob)
 
@@ -218,6 +223,39 @@ def test_a_wrong_key_is_a_tool_error_and_the_server_keeps_answering(world):
                 await still_answers(stranger)
 
     run(scenario)
+
+
+def test_tool_errors_are_the_services_words_alone_and_nothing_is_logged(world, tmp_path):
+    """What the README promises an MCP client shows, and a quiet stderr (the host's log)."""
+    errlog = tmp_path / "stderr"
+    section = " ".join(README.read_text().split("## MCP", 1)[1].split("\n## ", 1)[0].split())
+    promised = re.search(
+        r"such as `(Resource is leased by another principal until [^`]+)`", section
+    )
+    assert promised, "the README no longer shows what a tool error reads"
+
+    async def scenario() -> None:
+        alice_key, bob_key = world.keys["agent_alice"], world.keys["agent_bob"]
+        async with (
+            mcp_session(world.url, alice_key, errlog=errlog) as alice,
+            mcp_session(world.url, bob_key, errlog=errlog) as bob,
+        ):
+            acquire = {**LEASE, "resource_id": "quiet"}
+            held = await alice.call_tool("titen_lease_acquire", acquire)
+            assert not held.is_error, text(held)
+            conflict = await bob.call_tool("titen_lease_acquire", acquire)
+            assert conflict.is_error
+            expires_at = held.structured_content["expires_at"]
+            shown = promised.group(1).replace("2026-07-30T10:58:13.829Z", expires_at)
+            assert text(conflict) == shown
+            refused = await bob.call_tool("titen_handoff", {"to_principal": "agent_bob"})
+            assert refused.is_error and text(refused) == "Missing field: subject_id."
+            unknown = await bob.call_tool("titen_handoff", {**acquire})
+            assert unknown.is_error
+            await still_answers(bob)
+
+    run(scenario)
+    assert errlog.read_text() == ""
 
 
 def test_an_unreachable_service_is_a_tool_error_and_the_server_keeps_answering():
@@ -333,8 +371,7 @@ def test_arguments_are_checked_as_rest_checks_them_in_rests_words(world):
         async with mcp_session(world.url, world.keys["agent_alice"]) as alice:
             for tool, arguments, message in refusals:
                 refused = await alice.call_tool(tool, arguments)
-                expected = f"Error executing tool {tool}: {message}"
-                assert refused.is_error and text(refused) == expected, (arguments, text(refused))
+                assert refused.is_error and text(refused) == message, (arguments, text(refused))
             await still_answers(alice)
             emoji = await alice.call_tool("titen_lease_acquire", {**acquire, "resource_id": "🚀"})
             assert not emoji.is_error, text(emoji)

@@ -83,9 +83,7 @@ def test_nothing_is_drawn_in_a_pipe(database, recorded, tmp_path):
     status, export, said = run(
         "audit", "export", "--org", "acme", "--database", database, terminal=False
     )
-    assert status == 0
-    assert said.startswith(f"exported {EVENTS} events of acme")
-    assert "\r" not in said and "events/s" not in said
+    assert (status, said) == (0, "")  # the summary is for -v, or with --output on stdout
     path = tmp_path / "export.jsonl"
     path.write_text(export)
     status, verified, said = run("audit", "verify", str(path), terminal=False)

@@ -45,8 +45,8 @@ def nats_reason(url: str = NATS_URL) -> str | None:
 def stream() -> Iterator[str]:
     reason = nats_reason()
     if reason:
-        if os.environ.get("TITEN_REQUIRE_POSTGRES") == "1":  # CI: .ci/run starts NATS too
-            pytest.fail(reason)
+        if os.environ.get("TITEN_REQUIRE_NATS") == "1":  # CI: .ci/run starts NATS
+            pytest.fail(f"TITEN_REQUIRE_NATS=1 but {reason}")
         pytest.skip(reason)
     name = f"T{uuid.uuid4().hex[:12]}"
     yield name

@@ -158,11 +158,11 @@ def test_a_metrics_port_in_use_is_refused_before_serving(database):
     assert f"cannot serve metrics on 127.0.0.1:{port}" in line
 
 
-def test_every_command_says_which_database_it_used(tmp_path):
+def test_every_command_says_which_database_it_used_when_asked(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     env = {k: v for k, v in os.environ.items() if k != "TITEN_DATABASE_URL"}
     run = subprocess.run(
-        [TITEN, "keys", "create", "--org", "acme"],
+        [TITEN, "-v", "keys", "create", "--org", "acme"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -173,7 +173,7 @@ def test_every_command_says_which_database_it_used(tmp_path):
     assert f"titen: database sqlite:///{tmp_path / 'elsewhere' / 'titen.db'}" in run.stderr
     env["TITEN_DATABASE_URL"] = f"sqlite:///{tmp_path}/named.db"
     listing = subprocess.run(
-        [TITEN, "keys", "list", "--org", "acme"],
+        [TITEN, "keys", "list", "--org", "acme", "--verbose"],
         capture_output=True,
         text=True,
         timeout=30,
