@@ -5,6 +5,13 @@ the chosen format, and a record's `fields` (passed as `extra={"fields": {...}}`)
 the JSON object or `key=value` pairs of the text line. A request line never holds a key, a body
 or a query string: only the request's shape and who made it.
 
+Lines are written off the request thread: a request thread only puts its record on a queue
+(no lock, no I/O, no formatting), and one writer thread per process formats and writes them to
+stderr in the order they were put (`QueuedLines`). A contended handler lock was a convoy: 16
+request threads queued on it behind each other's writes and starved waitress's I/O loop
+(docs/performance.md, issue 21). `logging.shutdown()` (at exit, and at a worker's end) writes
+what is still queued, so a SIGTERM loses no line.
+
 `X-Request-Id` is taken from the request when it is a plausible id (so a proxy's id carries
 through) and made otherwise; it is on every answer, errors included, and on every line logged
 about the request, so a 500's traceback can be found from the id the client saw.
@@ -15,10 +22,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import re
 import sys
 import time
 from datetime import UTC, datetime
+from logging.handlers import QueueHandler, QueueListener
 from typing import Any
 
 import falcon
@@ -42,10 +51,56 @@ def default_format() -> str:
 
 
 def configure(format: str) -> None:
-    """Send every log record to stderr in `format` ("json" or "text"), at INFO and above."""
+    """Send every log record to stderr in `format` ("json" or "text"), at INFO and above,
+    through a writer thread (`QueuedLines`)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if format == "json" else TextFormatter())
-    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    logging.basicConfig(level=logging.INFO, handlers=[QueuedLines(handler)], force=True)
+
+
+class QueuedLines(QueueHandler):
+    """A handler that only queues records; a thread of its own hands them to `target` in order.
+
+    Nothing is done to a record on the logging thread: it is queued as it is and formatted by
+    the writer (the standard `prepare` formats and copies it on the caller's thread, most of a
+    line's cost). The queue is a `SimpleQueue`, safe without the handler's lock, so the lock is
+    not taken either. A forked worker gets a queue and a writer of its own (the parent's thread
+    does not exist in the child); closing the handler, as `logging.shutdown()` does, writes
+    everything queued before it returns.
+    """
+
+    def __init__(self, target: logging.Handler):
+        super().__init__(queue.SimpleQueue())
+        self.target = target
+        self._writer = self._start()
+        os.register_at_fork(after_in_child=self._restart)
+
+    def createLock(self) -> None:
+        """No lock: putting on a SimpleQueue is atomic (Handler.acquire skips a None lock)."""
+        self.lock = None  # type: ignore[assignment]
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record
+
+    def close(self) -> None:
+        """Write what is queued, then stop the writer (idempotent)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.stop()
+        self.target.flush()
+        super().close()
+
+    def _start(self) -> QueueListener:
+        writer = QueueListener(self.queue, self.target)
+        writer.start()
+        return writer
+
+    def _restart(self) -> None:
+        """In a forked child: the parent's writer thread was not copied, nor should the
+        records it has still to write be written twice."""
+        if self._writer is not None:
+            self.queue = queue.SimpleQueue()
+            self._writer = self._start()
 
 
 class JsonFormatter(logging.Formatter):
