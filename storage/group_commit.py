@@ -28,6 +28,13 @@ MAX_BATCH = 64
 Save = Callable[..., list[Recording[UUID]]]
 
 
+def _asleep() -> threading.Lock:
+    """A lock taken already: its owner sleeps by acquiring it until someone releases it."""
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass(eq=False)
 class _Entry:
     aggregate: Any
@@ -37,14 +44,23 @@ class _Entry:
     recordings: list[Recording[UUID]] = field(default_factory=list)
     error: BaseException | None = None
     done: bool = False
+    wake: threading.Lock = field(default_factory=_asleep)
+    """Released once to wake the command's thread: its batch is done, or it leads the next."""
 
 
 class GroupCommit:
+    """Invariant: while no save is under way the queue is empty, so a lone command finds
+    nobody saving and saves on its own thread at once, with no other thread involved. Under
+    contention each waiting command sleeps on a lock of its own and is woken exactly once:
+    when its batch has been saved, or to save the next batch as its leader (the head of the
+    queue when a save ends). No thread is woken only to find it has nothing to do.
+    """
+
     def __init__(self, save: Save):
         """`save(*events_and_aggregates)` is the Application's save: it records the events and
         snapshots the aggregates as they fall due."""
         self._save = save
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
         self._queue: list[_Entry] = []
         self._saving = False
 
@@ -52,26 +68,35 @@ class GroupCommit:
         """Save an aggregate's pending events, and `kept` with them; their recordings, or
         IntegrityError on a conflict, or RowExists when `kept` was stored before."""
         entry = _Entry(aggregate, aggregate.collect_events(), kept)
-        with self._changed:
+        with self._lock:
             self._queue.append(entry)
-        while not entry.done:
-            batch = self._lead_or_wait(entry)
-            if batch:
-                self._save_batch(batch)
+            leads = not self._saving
+            self._saving = True
+        if not leads:
+            entry.wake.acquire()  # until saved by another, or handed the lead
+        if not entry.done:
+            self._lead()
         if entry.error is not None:
             raise entry.error
         return entry.recordings
 
-    def _lead_or_wait(self, entry: _Entry) -> list[_Entry]:
-        """The batch to save when no save is under way, else wait for one to end."""
-        with self._changed:
-            if entry.done:
-                return []
-            if self._saving:
-                self._changed.wait()
-                return []
-            self._saving = True
-            return self._take()
+    def _lead(self) -> None:
+        """Save the batch at the queue's head (this thread's own command first), then wake its
+        other commands and hand the lead to the next waiting one, if any."""
+        with self._lock:
+            batch = self._take()
+        try:
+            self._save_batch(batch)
+        finally:
+            with self._lock:
+                leader = self._queue[0] if self._queue else None
+                self._saving = leader is not None
+            for entry in batch:
+                entry.done = True
+            for entry in batch[1:]:
+                entry.wake.release()
+            if leader is not None:
+                leader.wake.release()
 
     def _take(self) -> list[_Entry]:
         """The queue's head, one entry per aggregate: a second change to the same aggregate
@@ -101,12 +126,6 @@ class GroupCommit:
         except Exception as exc:  # the store failed: every command of the batch learns it
             for entry in batch:
                 entry.error = exc
-        finally:
-            with self._changed:
-                for entry in batch:
-                    entry.done = True
-                self._saving = False
-                self._changed.notify_all()
 
     def _record(self, batch: Sequence[_Entry]) -> None:
         events = [event for entry in batch for event in entry.events]

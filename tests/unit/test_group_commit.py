@@ -133,3 +133,41 @@ def test_a_save_alone_is_not_delayed():
     assert store.transactions == [[aggregate.id]]
     with pytest.raises(IntegrityError):
         commits.save(Aggregate(aggregate.id))
+
+
+def test_a_save_alone_runs_on_its_own_thread():
+    """No other thread is involved (woken, handed the work) when nobody else is saving."""
+    savers: list[int] = []
+    store = Store()
+
+    def save(*objects: object) -> list[SimpleNamespace]:
+        savers.append(threading.get_ident())
+        return store.save(*objects)
+
+    commits = GroupCommit(save)
+    for _ in range(3):
+        commits.save(Aggregate(uuid4()))
+    assert savers == [threading.get_ident()] * 3
+
+
+def test_many_threads_saving_at_once_all_finish_with_their_own_recordings():
+    """The lead passes from batch to batch without a lost wake-up: every save returns."""
+    store = Store()
+    commits = GroupCommit(store.save)
+    results: dict[UUID, list] = {}
+
+    def saver() -> None:
+        for _ in range(50):
+            aggregate = Aggregate(uuid4())
+            results[aggregate.id] = commits.save(aggregate)
+
+    threads = [threading.Thread(target=saver) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(results) == 16 * 50
+    assert all([r.domain_event.originator_id for r in got] == [id] for id, got in results.items())
+    assert sum(len(t) for t in store.transactions) == 16 * 50
+    assert not commits._queue and not commits._saving
