@@ -7,6 +7,12 @@ wakes on the event store's NOTIFY, which every process's commits send (one LISTE
 process, with a poll as the safety net for a lost notification); SQLite has no notifications, so
 it is nudged by this process's commits and polls often for other processes', which is one
 indexed query, and only while someone subscribes.
+
+While nothing wants it (no subscriber in this process, and nothing else `needed`, such as the
+webhook doorbell while an enabled webhook exists), the follower sleeps: it neither listens nor
+polls, and a commit does not wake it (issue 21: every commit woke it, 17% of the interpreter's
+time on SQLite with nobody listening). A first subscriber, or `wake()`, starts it again; it
+also looks once every SAFETY_POLL_SECONDS whether `needed` changed.
 """
 
 from __future__ import annotations
@@ -27,15 +33,22 @@ SQLITE_POLL_SECONDS = 0.02
 
 
 class Follower:
-    def __init__(self, recorder: Any, recent: RecentEvents):
+    def __init__(
+        self, recorder: Any, recent: RecentEvents, needed: Callable[[], bool] = lambda: False
+    ):
+        """`needed()`: whether something besides this process's subscribers wants every
+        commit's news now (the `on_notify` listeners)."""
         self.recorder = recorder
         self.recent = recent
+        self.needed = needed
+        self._listens = isinstance(recorder, PostgresApplicationRecorder)
         self._stop = threading.Event()
         self._nudged = threading.Event()
         self._thread = threading.Thread(target=self._run, name="follower", daemon=True)
         self.on_notify: list[Callable[[], None]] = []
         """Called on every PostgreSQL notification of a commit (any process's), and on each
-        safety poll (the webhook workers' doorbell)."""
+        safety poll (the webhook workers' doorbell), while the follower is wanted."""
+        recent.on_first_subscriber.append(self.wake)
 
     def start(self) -> None:
         self._thread.start()
@@ -46,21 +59,35 @@ class Follower:
         self._thread.join(timeout=5)
 
     def nudge(self, position: int) -> None:
-        """A command of this process committed up to `position`: read it now."""
+        """A command of this process committed up to `position`: read it now, if anyone here
+        waits for it (no thread is woken otherwise)."""
+        if self.recent.has_subscribers:
+            self._nudged.set()
+
+    def wake(self) -> None:
+        """Something started wanting the follower (a first subscriber, `needed` now true)."""
         self._nudged.set()
 
+    def wanted(self) -> bool:
+        """Subscribers here, or (on PostgreSQL, where the follower rings `on_notify` for every
+        process's commits) something `needed`."""
+        return self.recent.has_subscribers or (self._listens and self.needed())
+
     def _run(self) -> None:
-        listens = isinstance(self.recorder, PostgresApplicationRecorder)
-        wait = self._listen if listens else self._poll
+        follow = self._listen if self._listens else self._poll
         while not self._stop.is_set():
             try:
-                wait()
+                if self.wanted():
+                    follow()
+                else:
+                    self._nudged.wait(SAFETY_POLL_SECONDS)
+                    self._nudged.clear()
             except Exception:
                 log.exception("following the event log failed; retrying")
                 self._stop.wait(SAFETY_POLL_SECONDS)
 
     def _poll(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and self.wanted():
             self.recent.refresh()
             self._nudged.wait(SQLITE_POLL_SECONDS)
             self._nudged.clear()
@@ -68,9 +95,11 @@ class Follower:
     def _listen(self) -> None:
         with self.recorder.datastore.get_connection() as conn:
             conn.execute(SQL("LISTEN {}").format(Identifier(self.recorder.channel_name)))
-            while not self._stop.is_set():
+            while not self._stop.is_set() and self.wanted():
                 self.recent.refresh()
                 for ring in self.on_notify:
                     ring()
                 for _ in conn.notifies(timeout=SAFETY_POLL_SECONDS, stop_after=1):
                     pass
+            # Back to the pool: no more notifications for a connection nobody listens on.
+            conn.execute(SQL("UNLISTEN {}").format(Identifier(self.recorder.channel_name)))

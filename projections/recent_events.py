@@ -52,14 +52,27 @@ class RecentEvents:
         self._through = 0
         self._held: deque[tuple[str, Published]] = deque()
         self._by_organization: dict[str, deque[Published]] = {}
+        self.on_first_subscriber: list[Callable[[], None]] = []
+        """Called when this process goes from no subscriber to one (wakes the follower, which
+        sleeps while nobody subscribes)."""
+
+    @property
+    def has_subscribers(self) -> bool:
+        """Whether a stream or long-poll of this process waits for new rows (a plain read: a
+        commit asks it to decide whether to wake the follower at all)."""
+        return bool(self._organizations)
 
     def subscribe(self, organization: str) -> None:
         """A stream or long-poll starts: the follower keeps memory current from now on."""
         with self._lock:
+            first = not self._organizations
             waiting = self._organizations.get(organization)
             if waiting is None:
                 waiting = self._organizations[organization] = _Organization(self._lock)
             waiting.subscribers += 1
+        if first:
+            for wake in self.on_first_subscriber:
+                wake()
 
     def unsubscribe(self, organization: str) -> None:
         with self._lock:

@@ -59,7 +59,8 @@ def _nats(args: argparse.Namespace) -> int:
         services.consumer_table.ensure(name, "relay", None, 0)
         relay = NatsRelay(settings, services.clock)
         doorbell = Doorbell()
-        follower = Follower(services.app.recorder, services.recent_events)
+        # Every commit may be the relay's to publish: the follower always listens.
+        follower = Follower(services.app.recorder, services.recent_events, needed=lambda: True)
         follower.on_notify.append(doorbell.ring)
         follower.start()
         workers = Workers(

@@ -90,7 +90,8 @@ def _metrics(services: Services, metrics_sock: socket.socket | None) -> Callable
 
 
 def _run(services: Services, settings: ServerSettings, server: Server) -> None:
-    follower = Follower(services.app.recorder, services.recent_events)
+    # Until webhooks have a presence cache, the webhook doorbell needs every commit's NOTIFY.
+    follower = Follower(services.app.recorder, services.recent_events, needed=lambda: True)
     services.app.on_commit.append(follower.nudge)
     follower.start()
     services.revocations.start()

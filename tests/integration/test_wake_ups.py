@@ -1,0 +1,65 @@
+"""A commit wakes only threads that have something to do with it (issue 21).
+
+A thread's voluntary context switches (/proc/self/task/TID/status) count how often it went to
+sleep after being woken. While nobody subscribes, the follower sleeps on a timer of
+SAFETY_POLL_SECONDS, so over a stretch of commits it may be woken at most once per that period
+and once more at the edges, never once per commit.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.support import eventually
+from titen.projections.follower import SAFETY_POLL_SECONDS, Follower
+from titen.service.bootstrap import Services
+
+COMMITS = 40
+
+
+def switches(native_id: int) -> int:
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    [line] = [x for x in status.splitlines() if x.startswith("voluntary_ctxt_switches:")]
+    return int(line.split()[1])
+
+
+def acquire(services: Services, n: int) -> None:
+    services.app.acquire_lease(
+        organization="acme",
+        holder="agent_a",
+        resource_type="deploy",
+        resource_id=f"r{n}",
+        purpose="p",
+        ttl_seconds=60,
+    )
+
+
+def wakes_during_commits(services: Services, native_id: int, first: int) -> tuple[int, float]:
+    """How often the thread was woken while COMMITS commands committed, and how long they
+    took (what bounds the follower's timer)."""
+    before = switches(native_id)
+    started = time.monotonic()
+    for n in range(first, first + COMMITS):
+        acquire(services, n)
+    return switches(native_id) - before, time.monotonic() - started
+
+
+def test_without_subscribers_a_commit_does_not_wake_the_follower(services):
+    follower = Follower(services.app.recorder, services.recent_events)
+    services.app.on_commit.append(follower.nudge)
+    follower.start()
+    try:
+        eventually(lambda: follower._thread.native_id is not None, "the follower runs")
+        native_id = follower._thread.native_id
+        woken, took = wakes_during_commits(services, native_id, 0)
+        assert woken <= took / SAFETY_POLL_SECONDS + 2, (woken, took)
+
+        services.recent_events.subscribe("acme")  # now someone waits for commits
+        try:
+            woken, took = wakes_during_commits(services, native_id, COMMITS)
+        finally:
+            services.recent_events.unsubscribe("acme")
+        assert woken > took / SAFETY_POLL_SECONDS + 2, (woken, took)
+    finally:
+        follower.stop()
