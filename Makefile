@@ -16,5 +16,6 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/pytest -q
 
+# ruff, then mypy over the package ([tool.mypy] in pyproject.toml; docs/tooling.md).
 lint: $(STAMP)
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy

@@ -15,9 +15,9 @@ with the same rules as `_pattern`, so both paths accept exactly the same values
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import fastjsonschema
 from jsonschema import Draft202012Validator, validators
@@ -144,6 +144,7 @@ def lone_surrogate(value: Any, path: str = "") -> str | None:
     """
     if isinstance(value, str):
         return path if LONE_SURROGATE.search(value) else None
+    items: Iterable[tuple[Any, Any]]
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list):
@@ -169,13 +170,18 @@ def cut(text: str) -> str:
 def describe(problem: ValidationError) -> str:
     """A message that names the field, without echoing the (possibly huge) value."""
     field = ".".join(str(part) for part in problem.absolute_path)
-    rule, value, schema = problem.validator, problem.validator_value, problem.schema
+    # Typed loosely by the library (Unset, bool); an error the validator raised has both.
+    rule, value, schema = (
+        problem.validator,
+        cast(Any, problem.validator_value),
+        cast(Any, problem.schema),
+    )
     if not field and rule == "type":
         return "The request body must be a JSON object."
     if rule == "required":
         return f"Missing field: {cut(problem.message.split(chr(39))[1])}."
     if rule == "additionalProperties":
-        unknown = sorted(set(problem.instance) - set(schema.get("properties", {})))
+        unknown = sorted(set(cast(Any, problem.instance)) - set(schema.get("properties", {})))
         return f"Unknown field: {cut(', '.join(unknown))}."
     if rule == "type":
         return f"{field} must be of type {value}."

@@ -39,7 +39,21 @@ RESOLVED_FIELDS = (*FIELDS, "resolved_at")
 
 
 class Handoff(Aggregate):
-    @event("Created")
+    # The events are declared, not generated from the methods' names, so that type checkers
+    # and editors see their fields (docs/tooling.md); their topics are the same as before.
+    class Created(Aggregate.Created):
+        """The handoff began, pending."""
+
+        organization: str
+        from_principal: str
+        to_principal: str
+        subject_id: str
+        context_id: str | None
+        checkpoint_id: str | None
+        message: str | None
+        created_at: datetime
+
+    @event(Created)
     def __init__(
         self,
         id: UUID,  # the library sets the aggregate id from it; it is not an event attribute
@@ -93,7 +107,16 @@ class Handoff(Aggregate):
             resolved_at=now,
         )
 
-    @event("Accepted")
+    class Accepted(Aggregate.Event):
+        """The target accepted the handoff; every event carries the organization and parties."""
+
+        organization: str
+        from_principal: str
+        to_principal: str
+        subject_id: str
+        resolved_at: datetime
+
+    @event(Accepted)
     def _accept(
         self,
         organization: str,
@@ -105,7 +128,16 @@ class Handoff(Aggregate):
         self.status = ACCEPTED
         self.resolved_at = resolved_at
 
-    @event("Rejected")
+    class Rejected(Aggregate.Event):
+        """The target rejected the handoff; every event carries the organization and parties."""
+
+        organization: str
+        from_principal: str
+        to_principal: str
+        subject_id: str
+        resolved_at: datetime
+
+    @event(Rejected)
     def _reject(
         self,
         organization: str,

@@ -97,7 +97,14 @@ def terms_begun(version: int) -> int:
 
 
 class Lease(Aggregate):
-    @event("Registered")
+    class Registered(Aggregate.Created):
+        """The resource's lease stream began (version 1); the id is ResourceKeys.of these three."""
+
+        organization: str
+        resource_type: str
+        resource_id: str
+
+    @event(Registered)
     def __init__(
         self,
         id: UUID,  # ResourceKeys.of the three below; the library sets the aggregate id from it
@@ -227,16 +234,36 @@ class Lease(Aggregate):
     ) -> None:
         self.term = Term(lease_id, holder, purpose, acquired_at, expires_at)
 
-    @event("Released")
+    class Released(Aggregate.Event):
+        """The holder (or an operator, `by_operator`) ended the term."""
+
+        lease_id: str
+        released_at: datetime
+        released_by: str
+        by_operator: bool
+
+    @event(Released)
     def _release(
         self, lease_id: str, released_at: datetime, released_by: str, by_operator: bool
     ) -> None:
         self.term = None
 
-    @event("Superseded")
+    class Superseded(Aggregate.Event):
+        """The holder acquired again, ending its own current term."""
+
+        lease_id: str
+        ended_at: datetime
+
+    @event(Superseded)
     def _supersede(self, lease_id: str, ended_at: datetime) -> None:
         self.term = None
 
-    @event("ReplacedAfterExpiry")
+    class ReplacedAfterExpiry(Aggregate.Event):
+        """Another acquire found the term expired and ended it."""
+
+        lease_id: str
+        ended_at: datetime
+
+    @event(ReplacedAfterExpiry)
     def _replace_after_expiry(self, lease_id: str, ended_at: datetime) -> None:
         self.term = None

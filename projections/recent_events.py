@@ -126,20 +126,26 @@ class RecentEvents:
     ) -> list[Published]:
         """The organization's events after a position, oldest first: from memory when it holds
         every row after `after`, else from the table."""
-        with self._lock:
-            held = self._floor is not None and after >= self._floor
-            if held:
-                newer: list[Published] = []
-                for event in reversed(self._by_organization.get(organization, ())):
-                    if event.position <= after:
-                        break
-                    newer.append(event)
-        if not held:
+        newer = self._held_after(organization, after)
+        if newer is None:
             return self.log.read(organization, after, types, limit)
-        newer.reverse()
         if types:
             newer = [e for e in newer if e.event["type"] in types]
         return newer[:limit]
+
+    def _held_after(self, organization: str, after: int) -> list[Published] | None:
+        """The organization's events after `after` from memory, oldest first; None when memory
+        does not reach back that far."""
+        with self._lock:
+            if self._floor is None or after < self._floor:
+                return None
+            newer: list[Published] = []
+            for event in reversed(self._by_organization.get(organization, ())):
+                if event.position <= after:
+                    break
+                newer.append(event)
+        newer.reverse()
+        return newer
 
     def read_committed(
         self, organization: str, after: int, types: tuple[str, ...], limit: int

@@ -159,8 +159,15 @@ class ViewStore(TrackingRecorder, ABC):
     """Whether every write transaction, even one that changes nothing, takes the whole
     database's write lock (SQLite's BEGIN IMMEDIATE): then look with a read before writing."""
 
+    datastore: Any
+    """The database the library's recorder opened: each backend's base sets its own kind."""
+
     @abstractmethod
     def _transaction(self, *, commit: bool) -> Any: ...
+
+    @abstractmethod
+    def _insert_tracking(self, cursor: Any, tracking: Tracking) -> None:
+        """Each backend's library recorder has it; Writer.track calls it in its transaction."""
 
     @abstractmethod
     def _qualify(self, table: str) -> str: ...
@@ -327,6 +334,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
 def open_store(app: Application[Any]) -> ViewStore:
     """The view store on the same database (and connection pool) as the app's event store."""
-    if isinstance(app.factory, SQLiteFactory):
-        return app.factory.tracking_recorder(SQLiteViewStore)
-    return app.factory.tracking_recorder(PostgresViewStore)
+    kind = SQLiteViewStore if isinstance(app.factory, SQLiteFactory) else PostgresViewStore
+    store = app.factory.tracking_recorder(kind)
+    assert isinstance(store, ViewStore)  # the library makes the class it is given
+    return store

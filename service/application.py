@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
-from eventsourcing.persistence import IntegrityError, Recording, Transcoder, Transcoding
+from eventsourcing.persistence import IntegrityError, JSONTranscoder, Recording, Transcoding
 
 from titen.domain.clock import Clock
 from titen.domain.errors import Contention, InvalidField, NotFound
@@ -67,7 +67,7 @@ class Titen(Application[UUID]):
         self.on_read_model_failure: list[Callable[[ReadModelWriteFailed], None]] = []
         """Told of a save that failed because a read model could not apply its events."""
 
-    def register_transcodings(self, transcoder: Transcoder) -> None:
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
         transcoder.register(TermAsDict())
 
@@ -195,7 +195,7 @@ class Titen(Application[UUID]):
         """A handoff from the event store, in any status (NotFound if the id is no handoff)."""
         message = missing or f"No handoff {public_id(key)}."
         try:
-            handoff = self.repository.get(key)
+            handoff: object = self.repository.get(key)
         except AggregateNotFoundError:
             raise NotFound(message) from None
         if not isinstance(handoff, Handoff):

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
+
+from eventsourcing.domain import DomainEvent
 
 from titen.domain.clock import iso, truncate
 from titen.domain.errors import NotFound
@@ -32,6 +34,7 @@ from titen.domain.history import (
     lease_terms,
 )
 from titen.domain.ids import HANDOFF, to_uuid
+from titen.domain.lease import Lease
 from titen.projections.lease_directory import LeaseEntry
 from titen.service.application import Titen
 
@@ -96,14 +99,18 @@ class Auditor:
     ) -> dict[str, Any]:
         """The route's answer with every term on the resource, read a page at a time (for the
         command line and checks that want the whole history, never for a request)."""
-        terms: list[dict[str, Any]] = []
-        after: int | None = 0
-        while after is not None:
+        page = self.resource(organization, resource_type, resource_id, as_of, limit=BATCH)
+        terms: list[dict[str, Any]] = list(page.data["terms"])
+        while page.resume_after is not None:
             page = self.resource(
-                organization, resource_type, resource_id, as_of, after=after, limit=BATCH
+                organization,
+                resource_type,
+                resource_id,
+                as_of,
+                after=page.resume_after,
+                limit=BATCH,
             )
             terms.extend(page.data["terms"])
-            after = page.resume_after
         return {**page.data, "terms": terms, "next_cursor": None}
 
     def lease(self, organization: str, lease_id: str, as_of: datetime | None) -> dict[str, Any]:
@@ -120,6 +127,7 @@ class Auditor:
         if term is None or term.lease_id != lease_id:
             raise missing
         acquired = events[0]
+        assert isinstance(acquired, Lease.Acquired)  # a term begins with its Acquired
         return {
             "resource_type": acquired.resource_type,
             "resource_id": acquired.resource_id,
@@ -154,7 +162,9 @@ class Auditor:
             start=position, limit=BATCH, inclusive_of_start=False
         ):
             for notification in batch:
-                event = self.app.mapper.to_domain_event(notification)
+                # The library types it as its protocol; every event of this store is an
+                # aggregate's, which has a timestamp.
+                event = cast(DomainEvent, self.app.mapper.to_domain_event(notification))
                 owner = owners.setdefault(
                     event.originator_id, getattr(event, "organization", None) or ""
                 )

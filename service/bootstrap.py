@@ -30,6 +30,7 @@ from titen.service.store_secret import open_secret
 from titen.service.tickets import Tickets
 from titen.service.webhooks import Webhooks
 from titen.storage.database import Database, parse
+from titen.storage.inline import InlineRecording
 from titen.storage.topics import register_legacy_topics
 
 
@@ -106,8 +107,10 @@ def bootstrap(
         consumer_table = ConsumerTable(store)
         delivery = Delivery(consumer_table, event_log)
         webhooks = Webhooks(store, consumer_table, keys, app, clock, answers)
-    app.recorder.inline = projector.write
-    app.recorder.keep = answers.write
+    recorder = app.recorder
+    assert isinstance(recorder, InlineRecording)  # as storage/database.py configures both backends
+    recorder.inline = projector.write
+    recorder.keep = answers.write
     app.on_read_model_failure.append(projector.write_failed)
     if catch_up:
         projector.catch_up()

@@ -83,7 +83,7 @@ class Delivery:
 
         The record of the last hand-over lets go of the claim when nothing is left after it
         and, after a failure, always: one round trip for both."""
-        current: Consumer | None = consumer
+        current = consumer
         events = self._after(consumer)
         while events and not stop.is_set():
             channel = sink.open(current)
@@ -104,9 +104,10 @@ class Delivery:
             # sink taking one event per send would otherwise read (and decode) a whole scan
             # batch per event.
             events = [event for event in events if event.position > through]
-            current = self._record(current, sink, through, delivered, attempt, done=not events)
-            if current is None:
+            recorded = self._record(current, sink, through, delivered, attempt, done=not events)
+            if recorded is None:
                 return False
+            current = recorded
             if not events:
                 events = self._after(current)
         return True

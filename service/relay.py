@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 from nats.js.errors import NotFoundError
 
@@ -102,8 +104,8 @@ class NatsRelay:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="nats", daemon=True)
         self._thread.start()
-        self._nc: Any = None
-        self._js: Any = None
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
         self._acks = 0
         self._kill_after = int(os.environ.get(KILL_AFTER_ACKS, "0"))
 
@@ -118,12 +120,11 @@ class NatsRelay:
 
     def publish(self, event: Published) -> None:
         """Publish one event and wait for JetStream's acknowledgement (raises if none came)."""
-        if self._js is None:
-            self._run(self._connect(), 15)
+        js = self._jetstream()
         cloud = event.event
         organization = cloud["source"].removeprefix(SOURCE_PREFIX)
         self._run(
-            self._js.publish(
+            js.publish(
                 subject(self.settings.subject_prefix, organization, cloud["type"]),
                 json.dumps(event.served()).encode(),
                 timeout=PUBLISH_TIMEOUT_SECONDS,
@@ -137,12 +138,18 @@ class NatsRelay:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def ensure_stream(self) -> None:
-        self._run(self._ensure_stream(), 15)
+        self._run(self._ensure_stream(self._jetstream()), 15)
+
+    def _jetstream(self) -> JetStreamContext:
+        """JetStream, connected (and the stream made) on first use, or again after that failed."""
+        if self._js is None:
+            self._js = self._run(self._connect(), 15)
+        return self._js
 
     def _run(self, coroutine: Any, timeout: float) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
-    async def _connect(self) -> None:
+    async def _connect(self) -> JetStreamContext:
         if self._nc is None:
             self._nc = await nats.connect(
                 self.settings.url,
@@ -155,12 +162,12 @@ class NatsRelay:
                 disconnected_cb=_disconnected,
                 reconnected_cb=_reconnected,
             )
-        self._js = self._nc.jetstream()
-        await self._ensure_stream()
+        js = self._nc.jetstream()
+        await self._ensure_stream(js)
+        return js
 
-    async def _ensure_stream(self) -> None:
+    async def _ensure_stream(self, js: JetStreamContext) -> None:
         """Create the stream if it is missing (first start, or a NATS that lost its store)."""
-        js = self._js
         try:
             await js.stream_info(self.settings.stream)
         except NotFoundError:

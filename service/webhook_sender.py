@@ -108,7 +108,7 @@ class _Subscription:
         elapsed = time.monotonic() - started
         if error is None and elapsed > self.sender.timeout:
             error, outcome = f"no answer within {self.sender.timeout:g} s", "timeout"
-        elif error is None and not 200 <= status < 300:
+        elif status is not None and not 200 <= status < 300:  # an answer came: error is None
             error, outcome = f"HTTP {status}", "rejected"
         metrics.WEBHOOK_DELIVERIES.labels(outcome).inc()
         record = Attempt(
@@ -160,12 +160,13 @@ class _PinnedTLS(http.client.HTTPSConnection):
     """HTTPS to a checked address, the certificate verified for the URL's host."""
 
     def __init__(self, host: str, port: int, address: str, timeout: float):
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self.tls = ssl.create_default_context()
+        super().__init__(host, port, timeout=timeout, context=self.tls)
         self.address = address
 
     def connect(self) -> None:
         sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
 
 
 def _connection(target: Target, address: str, timeout: float) -> http.client.HTTPConnection:

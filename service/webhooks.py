@@ -151,7 +151,7 @@ class Webhooks:
             self._keep(writer, keep, (created, secret))
         return created, secret
 
-    def list(self, caller: Principal, *, after: int, limit: int) -> list[Webhook]:
+    def listing(self, caller: Principal, *, after: int, limit: int) -> list[Webhook]:
         """The caller's subscriptions (an operator's: the organization's), oldest first."""
         statement = "SELECT * FROM {webhooks} WHERE organization = %s AND seq > %s"
         params: list[Any] = [caller.organization, after]

@@ -70,7 +70,10 @@ def create_app(
     services: Services,
     settings: ServerSettings = DEFAULTS,
 ) -> falcon.App:
-    middleware: list[object] = [RequestLog(), StoreCursors(services.cursors)]
+    middleware: list[Any] = [  # each has some of falcon's hooks, no one protocol fits all
+        RequestLog(),
+        StoreCursors(services.cursors),
+    ]
     if settings.cors_origins:
         middleware.append(cors(settings.cors_origins))
     middleware += [

@@ -14,6 +14,7 @@ about another organization's lease or handoff gets 404, exactly as for an unknow
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -164,7 +165,7 @@ def _operator(req: falcon.Request) -> Principal:
     return caller
 
 
-def _query(params: dict[str, Any], validator: Any) -> dict[str, str]:
+def _query(params: Mapping[str, Any], validator: Any) -> dict[str, str]:
     """The query string checked like a body: known names, each once, within the schema."""
     for name, value in params.items():
         if isinstance(value, list):
@@ -172,7 +173,7 @@ def _query(params: dict[str, Any], validator: Any) -> dict[str, str]:
     refused = refusal(params, validator)
     if refused is not None:
         raise error(400, refused)
-    return params
+    return dict(params)
 
 
 def _as_of(query: dict[str, str]) -> datetime | None:

@@ -69,6 +69,8 @@ class BoundedRequest(HTTPRequestParser):
     the exact limit is checked here and waitress's is set above it.
     """
 
+    completed: bool  # waitress's: the request has been read whole (or refused)
+
     def received(self, data: bytes) -> int:
         consumed = super().received(data)
         if not self.completed and self.body_rcv is not None and self._over_limit():

@@ -123,4 +123,5 @@ def install(app: falcon.App) -> None:
     app.add_error_handler(Exception, _unexpected)
     for kind in (LeaseHeld, NotFound, NotTarget, InvalidField, Contention):
         app.add_error_handler(kind, _domain)
-    app.add_error_handler(CANDIDATES, _outage)
+    for outage in CANDIDATES:
+        app.add_error_handler(outage, _outage)

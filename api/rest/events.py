@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import falcon
 
@@ -238,7 +238,7 @@ class Stream:
         types: tuple,
         key: tuple[str, int],
         gone: Callable[[], bool],
-    ) -> Iterator[bytes]:
+    ) -> Generator[bytes, None, None]:
         with self._resource.subscribers.revocations.watch(*key) as watch:
             yield from self._frames(
                 organization, after, types, lambda: watch.revoked.is_set() or gone()

@@ -21,7 +21,7 @@ from falcon.routing import CompiledRouter
 
 class Router(CompiledRouter):
     def map_http_methods(self, resource: object, **kwargs: Any) -> dict[str, Any]:
-        methods = super().map_http_methods(resource, **kwargs)
+        methods: dict[str, Any] = super().map_http_methods(resource, **kwargs)
         if "GET" in methods:
             methods.setdefault("HEAD", methods["GET"])
         methods.setdefault("OPTIONS", _options(allow(methods)))

@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import falcon
@@ -160,7 +160,7 @@ class _MetricsServer(ThreadingWSGIServer):
 class _ThisProcess:
     """The default registry (this process's metrics) as one collector of another registry."""
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterable[Metric]:
         return REGISTRY.collect()
 
 

@@ -86,7 +86,7 @@ def document(routes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
                     "its key. Used only when no Authorization header is sent.",
                 },
             },
-            "schemas": {"Error": _error_schema(sorted(STATUS_OF, key=STATUS_OF.get))},
+            "schemas": {"Error": _error_schema(sorted(STATUS_OF, key=STATUS_OF.__getitem__))},
         },
         "security": [{"bearer": []}],
     }

@@ -9,7 +9,9 @@ different page.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import falcon
 
@@ -21,7 +23,7 @@ from titen.domain.cursors import Cursors
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
-PAGE_QUERY = {
+PAGE_QUERY: dict[str, dict[str, Any]] = {
     "limit": LIMIT,
     "cursor": {"type": "string", "description": "The previous page's next_cursor."},
 }
@@ -65,13 +67,13 @@ def read_page(req: falcon.Request, filters: dict[str, int], *, of_log: bool = Tr
     )
 
 
-def reject_unknown(params: dict[str, str | list[str]], allowed: set[str]) -> None:
+def reject_unknown(params: Mapping[str, str | list[str]], allowed: set[str]) -> None:
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise error(400, f"Unknown query parameter: {cut(', '.join(unknown))}.")
 
 
-def read_limit(params: dict[str, str | list[str]]) -> int:
+def read_limit(params: Mapping[str, str | list[str]]) -> int:
     """`limit`: how many items a page holds, DEFAULT_LIMIT when absent."""
     text = single(params, "limit")
     if text is None:
@@ -106,7 +108,7 @@ def decimal(text: str) -> float | None:
     return float(text) if ASCII_DECIMAL.fullmatch(text) else None
 
 
-def single(params: dict[str, str | list[str]], name: str) -> str | None:
+def single(params: Mapping[str, str | list[str]], name: str) -> str | None:
     value = params.get(name)
     if isinstance(value, list):
         raise error(400, f"{cut(name)} must be given once.")

@@ -118,7 +118,7 @@ class WebhookList:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         page = read_page(req, filters={}, of_log=False)
-        found = self.webhooks.list(principal_of(req), after=page.after, limit=page.limit + 1)
+        found = self.webhooks.listing(principal_of(req), after=page.after, limit=page.limit + 1)
         shown = found[: page.limit]
         more = len(found) > page.limit
         resp.media = {
