@@ -25,6 +25,8 @@ from titen.storage.inline import DOMAIN_EVENTS, ReadModelWriteFailed
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 32
+KNOWN_LIMIT = 100_000
+"""Resources remembered as existing in the store, per process; past it the memory starts again."""
 Keep = Callable[[Any], Any] | None
 """Given a command's result, a row to store in its transaction (an idempotent request's answer,
 titen.service.answers); None to store nothing."""
@@ -66,6 +68,10 @@ class Titen(Application[UUID]):
         """Told the last log position of each save once it has committed (wakes subscribers)."""
         self.on_read_model_failure: list[Callable[[ReadModelWriteFailed], None]] = []
         """Told of a save that failed because a read model could not apply its events."""
+        self._known: set[UUID] = set()
+        """Lease keys this process has seen in the store: an acquire of any other resource
+        assumes it is new and skips the two reads of loading it (the save's version check
+        refuses the assumption if it was wrong, and the command runs again, loading)."""
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
@@ -99,11 +105,15 @@ class Titen(Application[UUID]):
         keep: Keep = None,
     ) -> Committed[Holding]:
         key = self.resource_keys.of(organization, resource_type, resource_id)
+        assume_new = key not in self._known
 
         def attempt() -> tuple[Holding, Lease]:
-            try:
-                lease: Lease = self.repository.get(key)
-            except AggregateNotFoundError:
+            nonlocal assume_new
+            lease: Lease | None = None
+            if not assume_new:
+                lease = self._find(key)
+            assume_new = False  # if this save conflicts, the resource exists: load it next time
+            if lease is None:
                 lease = Lease(key, organization, resource_type, resource_id)
             holding = lease.acquire(
                 lease_id=new_id(LEASE),
@@ -114,7 +124,21 @@ class Titen(Application[UUID]):
             )
             return holding, lease
 
-        return self._retrying(attempt, keep)
+        committed = self._retrying(attempt, keep)
+        self._remember(key)
+        return committed
+
+    def _find(self, key: UUID) -> Any:
+        """The aggregate, or None if the store has none under `key`."""
+        try:
+            return self.repository.get(key)
+        except AggregateNotFoundError:
+            return None
+
+    def _remember(self, key: UUID) -> None:
+        if len(self._known) >= KNOWN_LIMIT:
+            self._known.clear()
+        self._known.add(key)
 
     def lease_holding(
         self, *, lease_key: UUID, lease_id: str, by: str, as_operator: bool
