@@ -28,6 +28,7 @@ from titen.service.readiness import Readiness
 from titen.service.revocations import Revocations
 from titen.service.store_secret import open_secret
 from titen.service.tickets import Tickets
+from titen.service.webhook_presence import WebhookPresence
 from titen.service.webhooks import Webhooks
 from titen.storage.database import Database, parse
 from titen.storage.inline import InlineRecording
@@ -60,6 +61,7 @@ class Services:
     consumer_table: ConsumerTable
     delivery: Delivery
     webhooks: Webhooks
+    webhook_presence: WebhookPresence
 
     def close(self) -> None:
         self.app.close()
@@ -106,7 +108,8 @@ def bootstrap(
         create_tables(store)
         consumer_table = ConsumerTable(store)
         delivery = Delivery(consumer_table, event_log)
-        webhooks = Webhooks(store, consumer_table, keys, app, clock, answers)
+        webhook_presence = WebhookPresence(store)
+        webhooks = Webhooks(store, consumer_table, keys, app, clock, answers, webhook_presence)
     recorder = app.recorder
     assert isinstance(recorder, InlineRecording)  # as storage/database.py configures both backends
     recorder.inline = projector.write
@@ -116,7 +119,7 @@ def bootstrap(
         projector.catch_up()
     recent_events = RecentEvents(event_log)
     app.on_commit.append(recent_events.committed)
-    revocations = Revocations(keys)
+    revocations = Revocations(keys, webhook_presence)
     revocations.on_revoked(recent_events.wake)
     leases = LeaseService(app, lease_index, lease_directory, clock)
     return Services(
@@ -146,4 +149,5 @@ def bootstrap(
         consumer_table=consumer_table,
         delivery=delivery,
         webhooks=webhooks,
+        webhook_presence=webhook_presence,
     )

@@ -6,6 +6,9 @@ follows revocations committed by any process (the CLI included): on PostgreSQL i
 the keys' NOTIFY channel, on SQLite it reads the revision row a few times a second. When a
 revocation lands it drops the key cache, asks the store which watched keys are still live,
 marks the others revoked and wakes every waiter, so each one ends within a second.
+
+On PostgreSQL the same connection also LISTENs for webhook changes (service/webhook_presence.py):
+one listening thread per process for both caches, not two.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from titen.service.keys import Keys
+from titen.service.webhook_presence import WebhookPresence
 
 log = logging.getLogger("titen.revocations")
 SQLITE_POLL_SECONDS = 0.1
@@ -31,8 +35,9 @@ class Watch:
 
 
 class Revocations:
-    def __init__(self, keys: Keys):
+    def __init__(self, keys: Keys, presence: WebhookPresence):
         self.keys = keys
+        self.presence = presence
         self._watches: set[Watch] = set()
         self._wakers: list[Callable[[], None]] = []
         self._lock = threading.Lock()
@@ -110,11 +115,17 @@ class Revocations:
         try:
             with datastore.get_connection() as conn:
                 conn.execute(SQL("LISTEN {}").format(Identifier(self.keys.channel)))
+                conn.execute(SQL("LISTEN {}").format(Identifier(self.presence.channel)))
                 self.keys.set_listening(True)
+                self.presence.set_listening(True)
                 # Anything revoked before LISTEN took effect was missed: check the watches now.
                 self.revoked()
                 while not self._stop.is_set():
-                    for _ in conn.notifies(timeout=RETRY_SECONDS, stop_after=1):
-                        self.revoked()
+                    for notice in conn.notifies(timeout=RETRY_SECONDS, stop_after=1):
+                        if notice.channel == self.presence.channel:
+                            self.presence.changed()
+                        else:
+                            self.revoked()
         finally:
             self.keys.set_listening(False)
+            self.presence.set_listening(False)

@@ -36,8 +36,7 @@ from titen.service.consumer_table import ConsumerTable
 from titen.service.consumers import ACTIVE, Attempt, Consumer
 from titen.service.keys import Keys, Principal
 from titen.service.targets import TargetRefused, Targets
-
-KIND = "webhook"
+from titen.service.webhook_presence import KIND, WebhookPresence
 
 
 @dataclass(frozen=True)
@@ -74,8 +73,10 @@ class Webhooks:
         app: Titen,
         clock: Clock,
         answers: StoredAnswers,
+        presence: WebhookPresence,
     ):
         self.answers = answers
+        self.presence = presence
         self.store = store
         self.consumers = consumers
         self.keys = keys
@@ -149,6 +150,8 @@ class Webhooks:
             self.consumers.add(writer, webhook_id, KIND, caller.organization, start)
             created = _webhook(_row(writer, webhook_id), ACTIVE)
             self._keep(writer, keep, (created, secret))
+            self.presence.announce(writer)
+        self.presence.changed()
         return created, secret
 
     def listing(self, caller: Principal, *, after: int, limit: int) -> list[Webhook]:
@@ -182,6 +185,8 @@ class Webhooks:
             if not gone:
                 raise NotFound(f"No webhook {webhook_id}.")
             self.consumers.remove(writer, webhook_id)
+            self.presence.announce(writer)
+        self.presence.changed()
         return iso(self.clock.now())
 
     def rotate_secret(
@@ -205,6 +210,8 @@ class Webhooks:
             self.consumers.enable(writer, webhook_id)
             enabled = _webhook(_row(writer, webhook_id), ACTIVE)
             self._keep(writer, keep, enabled)
+            self.presence.announce(writer)
+        self.presence.changed()
         return enabled
 
     def attempts(

@@ -90,13 +90,16 @@ def _metrics(services: Services, metrics_sock: socket.socket | None) -> Callable
 
 
 def _run(services: Services, settings: ServerSettings, server: Server) -> None:
-    # Until webhooks have a presence cache, the webhook doorbell needs every commit's NOTIFY.
-    follower = Follower(services.app.recorder, services.recent_events, needed=lambda: True)
+    presence = services.webhook_presence
+    # Other processes' commits reach the doorbell through the follower's NOTIFY, needed only
+    # while a webhook is enabled; a commit of this process rings it only then, too.
+    follower = Follower(services.app.recorder, services.recent_events, needed=presence.enabled)
+    presence.on_enabled.append(follower.wake)
     services.app.on_commit.append(follower.nudge)
     follower.start()
     services.revocations.start()
     doorbell = Doorbell()
-    services.app.on_commit.append(doorbell.ring)
+    services.app.on_commit.append(ring_while(presence.enabled, doorbell))
     follower.on_notify.append(doorbell.ring)
     webhooks = _webhook_workers(services, settings, doorbell)
     webhooks.start()
@@ -106,6 +109,17 @@ def _run(services: Services, settings: ServerSettings, server: Server) -> None:
         services.revocations.stop()
         webhooks.stop()
         follower.stop()
+
+
+def ring_while(enabled: Callable[[], bool], doorbell: Doorbell) -> Callable[[int], None]:
+    """A commit listener that rings the doorbell only while a webhook is enabled: a commit
+    with nothing to deliver wakes no delivery worker."""
+
+    def ring(position: int) -> None:
+        if enabled():
+            doorbell.ring()
+
+    return ring
 
 
 def _webhook_workers(services: Services, settings: ServerSettings, doorbell: Doorbell) -> Workers:

@@ -12,8 +12,11 @@ import time
 from pathlib import Path
 
 from tests.support import eventually
+from titen.api.rest.server import ring_while
 from titen.projections.follower import SAFETY_POLL_SECONDS, Follower
-from titen.service.bootstrap import Services
+from titen.service.bootstrap import Services, bootstrap
+from titen.service.doorbell import Doorbell
+from titen.service.targets import Targets
 
 COMMITS = 40
 
@@ -63,3 +66,49 @@ def test_without_subscribers_a_commit_does_not_wake_the_follower(services):
         assert woken > took / SAFETY_POLL_SECONDS + 2, (woken, took)
     finally:
         follower.stop()
+
+
+def test_without_an_enabled_webhook_a_commit_does_not_ring_the_doorbell(services, key):
+    presence = services.webhook_presence
+    doorbell = Doorbell()
+    services.app.on_commit.append(ring_while(presence.enabled, doorbell))
+    rung = doorbell.version()
+    for n in range(COMMITS):
+        acquire(services, n)
+    assert doorbell.version() == rung  # no delivery worker was woken
+
+    owner = services.keys.authenticate(key("acme", "agent_hooks"))
+    webhook, _ = services.webhooks.create(
+        owner, url="http://127.0.0.1:9/hook", types=None, to_principal=None, targets=Targets(True)
+    )
+    acquire(services, COMMITS)
+    assert doorbell.version() == rung + 1
+    services.webhooks.delete(owner, webhook.webhook_id)
+    acquire(services, COMMITS + 1)
+    assert doorbell.version() == rung + 1
+
+
+def test_a_webhook_enabled_by_another_process_is_known_here(database, clock, key):
+    here = bootstrap(database, clock, pool_size=4)
+    there = bootstrap(database, clock, pool_size=4)
+    here.revocations.start()  # on PostgreSQL: the listener that makes the cache trusted
+    try:
+        eventually(
+            lambda: not here.webhook_presence.pushes_changes or here.webhook_presence._listening,
+            "the listener follows webhook changes",
+        )
+        assert not here.webhook_presence.enabled()
+        assert not here.webhook_presence.enabled()  # cached on PostgreSQL, read on SQLite
+        owner = there.keys.authenticate(key("acme", "agent_hooks"))
+        there.webhooks.create(
+            owner,
+            url="http://127.0.0.1:9/hook",
+            types=None,
+            to_principal=None,
+            targets=Targets(True),
+        )
+        eventually(here.webhook_presence.enabled, "the other process's webhook is seen")
+    finally:
+        here.revocations.stop()
+        here.close()
+        there.close()

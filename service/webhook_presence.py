@@ -1,0 +1,84 @@
+"""Whether the store has an enabled webhook: asked on every commit, so that a commit with
+nothing to deliver wakes no delivery worker (issue 21: every commit rang the doorbell, and the
+follower listened to every commit's NOTIFY to ring it for other processes' commits).
+
+The truth is the consumers table (service/consumer_table.py): an active consumer of kind "webhook".
+Every change that can make one appear or go (create, enable, delete) tells this process at once
+(`changed`) and, on PostgreSQL, sends a NOTIFY in its own transaction, which every server's
+listener thread follows (service/revocations.py, the key revocations' connection), so the
+cached answer is used only while that listener is connected, as the key cache is. SQLite cannot
+push: there each question reads the table (one index probe, cheaper than the thread wake-up and
+claim query it saves). A webhook that delivery turns failing leaves the cache at "enabled" until
+the next change: a spare wake-up, the safe side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+
+from titen.projections.store import PostgresViewStore, ViewStore, Writer
+from titen.service.consumers import ACTIVE
+
+KIND = "webhook"
+"""The consumers' kind for webhook subscriptions."""
+
+
+class WebhookPresence:
+    def __init__(self, store: ViewStore):
+        self.store = store
+        self.pushes_changes = isinstance(store, PostgresViewStore)
+        self.on_enabled: list[Callable[[], None]] = []
+        """Called when a change leaves an enabled webhook in the store (wakes the follower)."""
+        self._known: bool | None = None
+        self._generation = 0  # moves whenever the cached answer is dropped
+        self._listening = False
+        self._lock = threading.Lock()
+
+    @property
+    def channel(self) -> str:
+        """The PostgreSQL NOTIFY channel of this store's webhook changes (one per schema)."""
+        schema = getattr(self.store.datastore, "schema", "") or "public"
+        return "titen_webhooks_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+    def enabled(self) -> bool:
+        """Whether some webhook is enabled: from memory while no change can be missed."""
+        with self._lock:
+            known, generation, trusted = self._known, self._generation, self._listening
+        if trusted and known is not None:
+            return known
+        found = bool(
+            self.store.query(
+                "SELECT 1 AS found FROM {consumers} WHERE kind = %s AND status = %s LIMIT 1",
+                [KIND, ACTIVE],
+            )
+        )
+        with self._lock:
+            # Not if a change came meanwhile: the read may predate it.
+            if trusted and generation == self._generation:
+                self._known = found
+        return found
+
+    def announce(self, writer: Writer) -> None:
+        """In the transaction of a create, enable or delete: tell the other processes (on
+        PostgreSQL; SQLite's read every answer from the table)."""
+        if self.pushes_changes:
+            writer.execute("SELECT pg_notify(%s, '')", [self.channel])
+
+    def changed(self) -> None:
+        """A create, enable or delete committed (here, or in another process): drop the cached
+        answer, and wake what sleeps while there is nothing to deliver."""
+        with self._lock:
+            self._known = None
+            self._generation += 1
+        if self.enabled():
+            for wake in self.on_enabled:
+                wake()
+
+    def set_listening(self, connected: bool) -> None:
+        """Told by the PostgreSQL listener whether it follows changes right now."""
+        with self._lock:
+            self._listening = connected
+            self._known = None
+            self._generation += 1
