@@ -1,4 +1,5 @@
-"""The HTTP ceiling: a bare Falcon app under waitress that parses and returns a small JSON body.
+"""The HTTP ceiling: a bare Falcon app under waitress that parses and returns a small JSON body
+(POST /v1/leases), and answers GET /healthz as titen does.
 
 Run by bench/leases.py with the same waitress thread count as `titen serve`; nothing else.
 """
@@ -18,6 +19,11 @@ class Echo:
         resp.media = {"data": {"resource_id": body.get("resource_id"), "ok": True}}
 
 
+class Health:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"data": {"status": "ok"}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -26,6 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     app = falcon.App()
     app.add_route("/v1/leases", Echo())
+    app.add_route("/healthz", Health())
     waitress.serve(
         app,
         host=args.host,
