@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from titen.domain.clock import Clock, SystemClock
 from titen.domain.cursors import Cursors
+from titen.domain.mcp_sessions import SessionIds
 from titen.projections.event_log import EventLog
 from titen.projections.failures import Failures
 from titen.projections.handoff_directory import HandoffDirectory
@@ -46,6 +47,7 @@ class Services:
     inbox: Inbox
     event_log: EventLog
     cursors: Cursors
+    mcp_sessions: SessionIds
     lease_directory: LeaseDirectory
     lease_terms: LeaseTerms
     handoff_directory: HandoffDirectory
@@ -86,6 +88,7 @@ def bootstrap(
         secret = open_secret(store, app.recorder.max_notification_id() or 0)
         app.resource_keys = secret.resource_keys()
         cursors = secret.cursors()
+        mcp_sessions = secret.mcp_sessions()
         lease_index = LeaseIndex(store)
         inbox = Inbox(store)
         event_log = EventLog(store, cursors)
@@ -132,6 +135,7 @@ def bootstrap(
         inbox=inbox,
         event_log=event_log,
         cursors=cursors,
+        mcp_sessions=mcp_sessions,
         lease_directory=lease_directory,
         lease_terms=lease_terms,
         handoff_directory=handoff_directory,

@@ -1,11 +1,11 @@
 """The store's secret: 32 random bytes made once, when a store is first opened by this release.
 
 Every process of a store reads the same secret at start-up, so what it keys agrees across
-processes and restarts: the ids of resources' Lease aggregates (domain/lease.py `ResourceKeys`)
-and the sealing of cursors (domain/cursors.py). It lives in a one-row table beside the read
-models, not in the event log: it is configuration of the store, and no projection rebuild
-touches it. It is made under the store's migration lock (storage/database.py `migrating`), so
-processes starting together agree on one.
+processes and restarts: the ids of resources' Lease aggregates (domain/lease.py `ResourceKeys`),
+the sealing of cursors (domain/cursors.py) and MCP session ids (domain/mcp_sessions.py). It
+lives in a one-row table beside the read models, not in the event log: it is configuration of
+the store, and no projection rebuild touches it. It is made under the store's migration lock
+(storage/database.py `migrating`), so processes starting together agree on one.
 
 The row also records which resource ids the store uses, decided once, when the secret is made:
 keyed for a store with an empty log, the unkeyed uuid5 for a store earlier releases already
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from titen.domain.cursors import Cursors
 from titen.domain.lease import UNKEYED, ResourceKeys
+from titen.domain.mcp_sessions import SessionIds
 from titen.projections.store import ViewStore
 
 SECRET_BYTES = 32
@@ -45,6 +46,9 @@ class StoreSecret:
 
     def cursors(self) -> Cursors:
         return Cursors(self._derived("cursors"), unsealed_until=self.sealed_from)
+
+    def mcp_sessions(self) -> SessionIds:
+        return SessionIds(self._derived("mcp sessions"))
 
     def _derived(self, purpose: str) -> bytes:
         """A key of its own for each use, so no use of the secret can help attack another."""

@@ -17,6 +17,8 @@ from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
 from titen.api.rest.leases import Lease, Leases
 from titen.api.rest.logs import RequestLog
+from titen.api.rest.mcp import PATH as MCP
+from titen.api.rest.mcp import Mcp
 from titen.api.rest.methods import Router
 from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.openapi import document
@@ -57,6 +59,7 @@ ROUTES: tuple[tuple[str, type], ...] = (
     ("/v1/webhooks/{webhook_id}/rotate-secret", WebhookSecret),
     ("/v1/webhooks/{webhook_id}/enable", WebhookEnable),
     ("/v1/webhooks/{webhook_id}/deliveries", WebhookDeliveries),
+    (MCP, Mcp),
 )
 """Every route: its URI template and its resource class, whose `contract` the OpenAPI document
 shows (`titen openapi` reads this table without building the app)."""
@@ -122,4 +125,5 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
         WebhookSecret: WebhookSecret(webhooks, idempotency),
         WebhookEnable: WebhookEnable(webhooks, idempotency),
         WebhookDeliveries: WebhookDeliveries(webhooks),
+        Mcp: Mcp(services.leases, services.handoffs, services.mcp_sessions),
     }

@@ -69,6 +69,9 @@ class Operation:
     links: dict[str, Link] = field(default_factory=dict)
     idempotent: bool = False
     """Takes an Idempotency-Key header (titen.api.rest.idempotency)."""
+    protocol_errors: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Statuses also answered with a protocol's own error body instead of the envelope (the
+    MCP endpoint's JSON-RPC errors): status → JSON Schema of that body."""
 
     def error_codes(self) -> list[str]:
         """Every code this operation can answer, in status order."""

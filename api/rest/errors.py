@@ -41,6 +41,7 @@ DEFAULT_MESSAGES = {
     500: "Internal error.",
     503: "The service is unavailable; retry.",
 }
+OUTAGE = "The database is unavailable; retry shortly."
 RETRY_AFTER_SECONDS = 2
 """Sent with every 503 and 429: when a client may try again (an outage, contention, a full
 server, a quota of subscriptions in use)."""
@@ -71,23 +72,36 @@ def code_for(status: int) -> str:
 def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError) -> None:
     status = exc.status_code
     code = getattr(exc, "envelope_code", None) or code_for(status)
-    message = exc.description or DEFAULT_MESSAGES.get(status) or exc.title
+    message = message_of(exc)
     resp.content_type = falcon.MEDIA_JSON
     resp.text = json.dumps({"error": {"code": code, "message": message}})
 
 
-def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+def refusal_of(exc: Exception) -> Refusal | None:
+    """The answer to a domain refusal or a database outage, None for anything else: one map for
+    REST's error handlers and the MCP tools served over HTTP (api/rest/mcp.py)."""
     if isinstance(exc, LeaseHeld):
-        raise error(409, f"Resource is leased by another principal until {iso(exc.expires_at)}.")
+        return Refusal(409, f"Resource is leased by another principal until {iso(exc.expires_at)}.")
     if isinstance(exc, NotFound):  # its message names the id asked for: cut, it may be huge
-        raise error(404, cut(str(exc)) or None)
+        return Refusal(404, cut(str(exc)) or None)
     if isinstance(exc, NotTarget):
-        raise error(400, "Only the target principal can resolve a handoff.")
+        return Refusal(400, "Only the target principal can resolve a handoff.")
     if isinstance(exc, InvalidField):
-        raise error(400, str(exc))
+        return Refusal(400, str(exc))
     if isinstance(exc, Contention):
-        raise error(503, str(exc))
-    raise exc
+        return Refusal(503, str(exc))
+    if is_outage(exc):
+        return Refusal(503, OUTAGE)
+    return None
+
+
+def message_of(refused: falcon.HTTPError) -> str:
+    """The words an error answer carries (the envelope's `message`)."""
+    return refused.description or DEFAULT_MESSAGES.get(refused.status_code) or refused.title
+
+
+def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+    raise refusal_of(exc) or exc
 
 
 def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
@@ -103,7 +117,7 @@ def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
         str(exc).splitlines()[0] if str(exc) else "",
         extra={"fields": {"request_id": request_id(req)}},
     )
-    raise error(503, "The database is unavailable; retry shortly.")
+    raise error(503, OUTAGE)
 
 
 def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:

@@ -155,7 +155,21 @@ def _responses(operation: Operation) -> dict[str, Any]:
         }
         if status in (429, 503):
             responses[str(status)]["headers"] = {"Retry-After": RETRY_AFTER}
+    for status, schema in operation.protocol_errors.items():
+        _add_protocol_error(responses, status, schema)
     return responses
+
+
+def _add_protocol_error(responses: dict[str, Any], status: int, schema: dict[str, Any]) -> None:
+    """A status answered with the protocol's own error body, or with the envelope as well."""
+    protocol = "The protocol's own error (JSON-RPC)."
+    known = responses.get(str(status))
+    if known is None:
+        responses[str(status)] = {"description": protocol, "content": {JSON: {"schema": schema}}}
+        return
+    content = known["content"][JSON]
+    content["schema"] = {"anyOf": [content["schema"], schema]}
+    known["description"] += f" Or: {protocol}"
 
 
 def _error_schema(codes: list[str]) -> dict[str, Any]:

@@ -97,14 +97,39 @@ def test_every_operation_lists_its_error_codes_in_the_envelope(document):
                 if int(status) < 400:
                     continue
                 schema = response["content"]["application/json"]["schema"]
-                if "data" in schema["properties"]:
-                    continue  # /readyz's 503: the same body as its 200
-                codes = schema["properties"]["error"]["properties"]["code"]["enum"]
-                assert codes and all(STATUS_OF[code] == int(status) for code in codes)
+                for member in schema.get("anyOf", [schema]):
+                    if "data" in member["properties"]:
+                        continue  # /readyz's 503: the same body as its 200
+                    if "jsonrpc" in member["properties"]:
+                        continue  # /mcp: the protocol's own error (test below)
+                    codes = member["properties"]["error"]["properties"]["code"]["enum"]
+                    assert codes and all(STATUS_OF[code] == int(status) for code in codes)
     resolve = document["paths"]["/v1/handoffs/{handoff_id}/resolve"]["post"]["responses"]
     assert set(resolve) == {"200", "400", "401", "404", "409", "413", "415", "422", "500", "503"}
     header = document["paths"]["/v1/leases"]["post"]["parameters"][-1]
     assert header["name"] == "Idempotency-Key" and header["in"] == "header"
+
+
+def test_mcp_is_one_opaque_json_rpc_operation(document):
+    (method,) = document["paths"]["/mcp"]
+    operation = document["paths"]["/mcp"][method]
+    assert (method, operation["operationId"]) == ("post", "mcp")
+    responses = operation["responses"]
+    assert set(responses) == {"200", "202", "400", "401", "404", "406", "413", "415", "500", "503"}
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert body["type"] == "object" and "properties" not in body  # the protocol's, not ours
+
+    def schema(status: str) -> dict:
+        return responses[status]["content"]["application/json"]["schema"]
+
+    json_rpc = schema("406")
+    assert json_rpc["required"] == ["jsonrpc", "error"]
+    for status in ("400", "404"):  # titen's envelope, or the protocol's error
+        envelope, protocol = schema(status)["anyOf"]
+        assert protocol == json_rpc
+        assert "error" in envelope["properties"] and "jsonrpc" not in envelope["properties"]
+    for status in ("401", "413", "415"):  # titen's alone
+        assert "anyOf" not in schema(status)
 
 
 def test_the_document_names_the_bearer_scheme_and_the_event_stream(document):

@@ -1,0 +1,89 @@
+"""An ASGI application served from the WSGI server's threads: one event loop per process.
+
+The MCP SDK's Streamable HTTP transport is ASGI on anyio; titen is Falcon on waitress, with
+pre-forked workers (api/rest/prefork.py). Each process that answers a request for the app starts,
+once, a thread running an asyncio loop, enters the app's lifespan there, and from then on hands
+each request to it through `a2wsgi`, which carries the body in and the answer out between the
+request's thread and the loop (a well-kept library for what would otherwise be hand-made
+queues and locks). The loop starts on first use, never in a parent before `fork` (a forked copy
+of a loop thread would not run), and an app that is never asked starts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, cast
+
+from a2wsgi import ASGIMiddleware
+from a2wsgi.asgi_typing import ASGIApp
+from a2wsgi.wsgi_typing import Environ
+from starlette.applications import Starlette
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class AsgiBridge:
+    """Calls the app `make()` builds for a WSGI environ and collects its whole answer (the app
+    answers JSON, not streams). The app is built, and its lifespan entered on the loop, when the
+    first request comes; the lifespan is held until the process exits. The environ's entries
+    named in `carry` are copied into each request's ASGI scope, for the app to read."""
+
+    def __init__(self, make: Callable[[], Starlette], carry: tuple[str, ...] = ()):
+        self.make = make
+        self.carry = carry
+        self._lock = threading.Lock()
+        self._wsgi: ASGIMiddleware | None = None
+
+    def call(self, environ: dict[str, Any]) -> Answer:
+        started: list[tuple[str, list[tuple[str, str]]]] = []
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
+            started.append((status, headers))
+
+        body = b"".join(self._started()(cast(Environ, environ), start_response))
+        status, headers = started[-1]
+        return Answer(int(status.split(" ", 1)[0]), headers, body)
+
+    def _started(self) -> ASGIMiddleware:
+        with self._lock:
+            if self._wsgi is None:
+                app = self.make()
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="titen-asgi", daemon=True).start()
+                entered: Future[None] = Future()
+                asyncio.run_coroutine_threadsafe(self._hold(app, entered), loop)
+                try:
+                    entered.result()  # raises what entering the lifespan raised
+                except BaseException:
+                    loop.call_soon_threadsafe(loop.stop)  # the next request starts afresh
+                    raise
+                self._wsgi = ASGIMiddleware(self._carrying(app), loop=loop)
+            return self._wsgi
+
+    def _carrying(self, app: Starlette) -> ASGIApp:
+        async def carrying(scope: Any, receive: Any, send: Any) -> None:
+            environ = scope["wsgi_environ"]  # a2wsgi's: the environ the scope was made from
+            for name in self.carry:
+                scope[name] = environ[name]
+            await app(scope, receive, send)
+
+        return carrying
+
+    async def _hold(self, app: Starlette, entered: Future[None]) -> None:
+        try:
+            async with app.router.lifespan_context(app):
+                entered.set_result(None)
+                await asyncio.Event().wait()  # for the life of the process
+        except BaseException as exc:
+            if not entered.done():
+                entered.set_exception(exc)
+            raise

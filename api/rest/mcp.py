@@ -1,0 +1,202 @@
+"""`/mcp`: the agent's two MCP tools (titen.api.mcp_tools) over Streamable HTTP, per request key.
+
+The protocol is the MCP SDK's own (`StreamableHTTPSessionManager`), run on a loop thread of each
+worker (api/rest/asgi.py); everything around it is Falcon's, as for every route: the request id
+and log, metrics, the body limit, and the key (`Authorization: Bearer KEY`, a 401 in the error
+envelope otherwise, a revoked key refused within a second) on every request, so a tool call
+acts as the principal of the key that sent it, in that key's organization, and nothing else.
+
+Sessions hold no state on the server, so any worker and any server of the store serves any
+request: the SDK runs stateless (each POST is served on its own, answered with JSON, never a
+stream), and titen issues the `Mcp-Session-Id` an `initialize` is answered with, bound to the
+key (domain/mcp_sessions.py). A later request naming a session must come with that key, else
+it is told 404 as for a session that does not exist; a request naming none is served too
+(stateless POSTs, and clients on the single-exchange protocol revision, which has no sessions).
+Nothing is streamed from server to client: a GET (the optional server-to-client stream) and a
+DELETE (the optional ending of a session) answer 405, as the transport allows, so no request
+holds a thread past its answer and the subscriber quotas have nothing to count.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from io import BytesIO
+
+import falcon
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+from titen.api.mcp_tools import HandoffSent, LeaseAcquired, Refused, build
+from titen.api.rest.asgi import AsgiBridge
+from titen.api.rest.auth import key_of, principal_of
+from titen.api.rest.body import MAX_BODY_BYTES, read_body, require_json
+from titen.api.rest.contract import Operation, operations
+from titen.api.rest.errors import DEFAULT_MESSAGES, error, message_of, refusal_of
+from titen.api.rest.leases import acquired
+from titen.domain.mcp_sessions import SessionIds
+from titen.service.handoffs import HandoffService
+from titen.service.keys import Principal
+from titen.service.leases import LeaseService
+
+log = logging.getLogger("titen.api")
+
+PATH = "/mcp"
+SESSION_HEADER = "Mcp-Session-Id"
+CALLER = "titen.caller"
+"""The environ's and the ASGI scope's entry naming the principal of the request's key."""
+NO_SESSION = "No MCP session with this id for this key: initialize a new one."
+JSON_RPC = {
+    "type": "object",
+    "description": "A JSON-RPC 2.0 message of the Model Context Protocol.",
+}
+JSON_RPC_ERROR = {
+    "type": "object",
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"type": ["string", "integer", "null"]},
+        "error": {
+            "type": "object",
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+            "required": ["code", "message"],
+        },
+    },
+    "required": ["jsonrpc", "error"],
+}
+PROTOCOL_ERRORS = (400, 404, 406)
+"""What the SDK answers with a JSON-RPC error: a message that is no JSON-RPC or names no known
+method or protocol version, and an Accept header without application/json."""
+
+
+class Mcp:
+    contract = operations(
+        post=Operation(
+            "mcp",
+            "MCP Streamable HTTP: one JSON-RPC message in, its answer out (docs/clients.md).",
+            description=(
+                "The Model Context Protocol endpoint with the tools titen_lease_acquire and "
+                "titen_handoff, acting as the key's principal. Opaque here: the protocol's own "
+                "JSON-RPC messages, answered with JSON-RPC (a notification: 202, no body); "
+                "refusals decided by the protocol are JSON-RPC errors too. `Mcp-Session-Id`, "
+                "given with the answer to `initialize`, is optional and bound to the key."
+            ),
+            body=JSON_RPC,
+            answer=JSON_RPC,
+            also=(202,),
+            errors=("NOT_FOUND",),
+            protocol_errors={status: JSON_RPC_ERROR for status in PROTOCOL_ERRORS},
+        )
+    )
+
+    def __init__(self, leases: LeaseService, handoffs: HandoffService, sessions: SessionIds):
+        self.sessions = sessions
+        # The SDK logs each stateless request's transport ending at INFO: the request log has it.
+        logging.getLogger("mcp.server").setLevel(logging.WARNING)
+        self.bridge = AsgiBridge(lambda: _transport(leases, handoffs), carry=(CALLER,))
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        raw = read_body(req)
+        require_json(req)
+        key_hash, _ = key_of(req)
+        session = req.get_header(SESSION_HEADER)
+        if session is not None and not self.sessions.belongs(session, key_hash):
+            raise error(404, NO_SESSION)
+        environ = {
+            **req.env,
+            "wsgi.input": BytesIO(raw),
+            "CONTENT_LENGTH": str(len(raw)),
+            CALLER: principal_of(req),
+        }
+        environ.pop("HTTP_CONTENT_ENCODING", None)  # inflated by read_body
+        answer = self.bridge.call(environ)
+        resp.status = answer.status
+        for name, value in answer.headers:
+            if name.lower() != "content-length":
+                resp.append_header(name, value)
+        resp.data = answer.body
+        if session is None and answer.status == 200 and _initializes(raw):
+            resp.set_header(SESSION_HEADER, self.sessions.issue(key_hash))
+
+
+def _transport(leases: LeaseService, handoffs: HandoffService) -> Starlette:
+    """The SDK's own app for its transport (its session manager under a Starlette route), with
+    the tools acting as each request's caller; built in the process that serves, when the first
+    request comes."""
+    return build(lambda ctx: ServiceAgent(leases, handoffs, caller_of(ctx))).streamable_http_app(
+        streamable_http_path=PATH,
+        json_response=True,
+        stateless_http=True,
+        max_request_body_size=MAX_BODY_BYTES,
+        # A browser page reaching this port has no key, and every request needs one.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+
+def _initializes(raw: bytes) -> bool:
+    """Whether the body is an `initialize` request (the SDK has parsed and answered it)."""
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "initialize"
+
+
+def caller_of(ctx: Context) -> Principal:
+    """The principal of the key of the HTTP request that carried the call."""
+    request = ctx.request_context.request
+    if request is None:  # the SDK hands every HTTP request's own to the call
+        raise RuntimeError("an MCP tool over HTTP was called without its HTTP request")
+    return request.scope[CALLER]
+
+
+class ServiceAgent:
+    """The tools' calls on the services, as `caller`."""
+
+    def __init__(self, leases: LeaseService, handoffs: HandoffService, caller: Principal):
+        self.leases = leases
+        self.handoffs = handoffs
+        self.caller = caller
+
+    def acquire_lease(
+        self, resource_type: str, resource_id: str, purpose: str, ttl_seconds: int
+    ) -> LeaseAcquired:
+        with _as_tool_error():
+            holding = self.leases.acquire(
+                self.caller,
+                resource_type=resource_type,
+                resource_id=resource_id,
+                purpose=purpose,
+                ttl=ttl_seconds,
+            )
+        return LeaseAcquired(**acquired(holding)["data"])
+
+    def create_handoff(
+        self, to_principal: str, subject_id: str, message: str | None
+    ) -> HandoffSent:
+        with _as_tool_error():
+            sent = self.handoffs.create(
+                self.caller,
+                to_principal=to_principal,
+                subject_id=subject_id,
+                context_id=None,
+                checkpoint_id=None,
+                message=message,
+            )
+        return HandoffSent(handoff_id=sent.handoff_id, status=sent.status)
+
+
+@contextmanager
+def _as_tool_error() -> Iterator[None]:
+    """A refusal or an outage: a tool error in REST's words. Anything else is logged and told
+    as REST tells a 500, never in its own words."""
+    try:
+        yield
+    except Exception as exc:
+        refused = refusal_of(exc)
+        if refused is None:
+            log.exception("unhandled error in an MCP tool")
+            raise Refused(DEFAULT_MESSAGES[500]) from exc
+        raise Refused(message_of(refused)) from exc
