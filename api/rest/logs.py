@@ -72,12 +72,12 @@ class QueuedLines(QueueHandler):
     def __init__(self, target: logging.Handler):
         super().__init__(queue.SimpleQueue())
         self.target = target
-        self._writer = self._start()
+        self._writer: QueueListener | None = self._start()
         os.register_at_fork(after_in_child=self._restart)
 
     def createLock(self) -> None:
         """No lock: putting on a SimpleQueue is atomic (Handler.acquire skips a None lock)."""
-        self.lock = None  # type: ignore[assignment]
+        self.lock = None
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
         return record
