@@ -1,10 +1,11 @@
 -- POST /v1/leases, each request on a resource no request has used before:
 -- resource_id = <tag>-<thread>-<counter>. Args after `--`: KEY TAG [FIXED_RESOURCE_ID].
 -- With FIXED_RESOURCE_ID every request acquires that one resource (re-acquire by its holder).
+-- With the one arg `healthz`: GET /healthz instead (the HTTP stack alone), 200 expected.
 local threads = {}
 local counter = 0
 -- `tid` and `bad` are globals: wrk's thread:set/get reach only globals.
-local key, tag, fixed
+local key, tag, fixed, healthz
 
 function setup(thread)
   thread:set("tid", #threads + 1)
@@ -12,16 +13,19 @@ function setup(thread)
 end
 
 function init(args)
+  bad = 0
+  healthz = args[1] == "healthz"
+  if healthz then return end
   key = args[1]
   tag = args[2] or "r"
   fixed = args[3]
   wrk.method = "POST"
   wrk.headers["content-type"] = "application/json"
   wrk.headers["authorization"] = "Bearer " .. key
-  bad = 0
 end
 
 function request()
+  if healthz then return wrk.format("GET", "/healthz") end
   counter = counter + 1
   local rid = fixed or string.format("%s-%d-%d", tag, tid, counter)
   local body = string.format(
@@ -31,7 +35,7 @@ function request()
 end
 
 function response(status, headers, body)
-  if status ~= 201 then bad = bad + 1 end
+  if status ~= (healthz and 200 or 201) then bad = bad + 1 end
 end
 
 function done(summary, latency, requests)

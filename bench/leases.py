@@ -207,16 +207,16 @@ def stack_cases(bench: Bench, figures: dict[int, Figure]) -> None:
     at 16 connections (the issue's reference for both)."""
     args = bench.args
     with database(args, "sqlite") as url, titen_server(args, url, workers=1) as server:
-        wrk(args, server, "healthz.lua", 16, 2, [], name="warm")
+        wrk(args, server, "acquire.lua", 16, 2, ["healthz"], name="warm")
         for connections in (1, 16):
             bare = bare_figure(bench, 16, args.reference_duration)
             figure = wrk(
                 args,
                 server,
-                "healthz.lua",
+                "acquire.lua",
                 connections,
                 args.duration,
-                [],
+                ["healthz"],
                 name=f"titen GET /healthz, {connections} conn",
             )
             figure.reference = bare
