@@ -1,7 +1,7 @@
 """What an agent imports: `from titen.client import TitenClient`.
 
 This package holds the agent side (the REST client and the MCP server) and imports nothing of
-the server, so it loads fast in an agent's own environment (tests/unit/test_client_import.py).
+the server, so it loads fast in an agent's own environment (tests/e2e/test_light_imports.py).
 """
 
 from titen.client.errors import (

@@ -44,7 +44,6 @@ from waitress.utilities import RequestEntityTooLarge
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
 from titen.api.rest.settings import ServerSettings
-from titen.api.rest.subscribers import WATCH_CLIENT
 
 log = logging.getLogger("titen.server")
 
@@ -59,6 +58,12 @@ IDLE_SECONDS = 120
 # Chunk framing is not body: waitress counts it against its own limit, which is therefore a
 # backstop above ours (ours counts decoded bytes), not the limit itself.
 FRAMING_ALLOWANCE = MAX_BODY_BYTES
+
+WATCH_CLIENT = "titen.watch_client"
+"""The WSGI environ key under which this server offers to watch the request's connection:
+`watch(on_gone)` returns whether the client has gone, and calls `on_gone` (from the server's
+loop) when it goes (api/rest/subscribers.py uses it). Absent in-process (falcon's TestClient):
+never gone."""
 
 
 class BoundedRequest(HTTPRequestParser):

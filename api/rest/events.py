@@ -1,10 +1,10 @@
 """GET /v1/events (pull, with long-poll) and GET /v1/events/stream (Server-Sent Events).
 
 A principal reads its own organization's committed public events. Cursors have the opaque form
-of the handoff inbox's (api/paging.py); `next_cursor` is always one to resume from. Streams and
-waiting long-polls wait on the follower's signal, never on a database connection, and are
-bounded by a subscriber limit so they cannot take the threads that serve everything else, and
-by quotas per organization and principal (api/rest/subscribers.py). They
+of the handoff inbox's (api/rest/paging.py); `next_cursor` is always one to resume from.
+Streams and waiting long-polls wait on the follower's signal, never on a database connection,
+and are bounded by a subscriber limit so they cannot take the threads that serve everything
+else, and by quotas per organization and principal (api/rest/subscribers.py). They
 read from memory what the follower read once for all of them (projections/recent_events.py).
 Each watches the key it was opened with (or the key its ticket came from, for a browser:
 service/tickets.py): revoking the key ends a stream and answers a waiting long-poll 401, in

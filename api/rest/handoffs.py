@@ -12,7 +12,6 @@ import falcon
 
 from titen.api import schemas
 from titen.api.rest.auth import principal_of
-from titen.api.rest.body import read_json
 from titen.api.rest.contract import (
     INSTANT,
     STRING,
@@ -81,14 +80,12 @@ class Handoffs:
         self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, CREATE)
-        caller = principal_of(req)
-        self.idempotency.run(
+        self.idempotency.post(
             req,
             resp,
-            body,
+            CREATE,
             201,
-            lambda keep: self.handoffs.create(
+            lambda caller, body, keep: self.handoffs.create(
                 caller,
                 to_principal=body["to_principal"],
                 subject_id=body["subject_id"],
@@ -153,14 +150,12 @@ class HandoffResolution:
         self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
-        body = read_json(req, RESOLVE)
-        caller = principal_of(req)
-        self.idempotency.run(
+        self.idempotency.post(
             req,
             resp,
-            body,
+            RESOLVE,
             200,
-            lambda keep: self.handoffs.resolve(
+            lambda caller, body, keep: self.handoffs.resolve(
                 caller, handoff_id, accept=body["status"] == ACCEPTED, keep=keep
             ),
             lambda handoff: {"data": public_fields(handoff)},

@@ -24,8 +24,10 @@ from typing import Any, TypeVar
 import falcon
 
 from titen.api.rest.auth import principal_of
+from titen.api.rest.body import read_json
 from titen.api.rest.contract import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED
 from titen.api.rest.errors import error
+from titen.api.validation import Checker
 from titen.domain.errors import DomainError
 from titen.service.answers import (
     AlreadyAnswered,
@@ -35,6 +37,7 @@ from titen.service.answers import (
     StoredAnswers,
     fingerprint,
 )
+from titen.service.keys import Principal
 
 T = TypeVar("T")
 HEADER = "Idempotency-Key"
@@ -57,6 +60,23 @@ class Idempotency:
         self.answers = answers
         self._flights: dict[Scope, _Flight] = {}
         self._lock = threading.Lock()
+
+    def post(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        checker: Checker | None,
+        status: int,
+        command: Callable[[Principal, Any, Keep[T] | None], T],
+        render: Callable[[T], dict[str, Any]],
+    ) -> None:
+        """A POST that runs a command, as every one is answered: the body read and checked by
+        `checker` (None: the request has none, its path says it all), then `command(caller,
+        body, keep)` under the request's Idempotency-Key (`run`), answered with `status` and
+        `render` of its result."""
+        body = read_json(req, checker) if checker is not None else None
+        caller = principal_of(req)
+        self.run(req, resp, body, status, lambda keep: command(caller, body, keep), render)
 
     def run(
         self,

@@ -14,7 +14,6 @@ import falcon
 
 from titen.api import schemas
 from titen.api.rest.auth import principal_of
-from titen.api.rest.body import read_json
 from titen.api.rest.contract import (
     BOOLEAN,
     INSTANT,
@@ -73,14 +72,12 @@ class Leases:
         self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, ACQUIRE)
-        caller = principal_of(req)
-        self.idempotency.run(
+        self.idempotency.post(
             req,
             resp,
-            body,
+            ACQUIRE,
             201,
-            lambda keep: self.leases.acquire(
+            lambda caller, body, keep: self.leases.acquire(
                 caller,
                 resource_type=body["resource_type"],
                 resource_id=body["resource_id"],

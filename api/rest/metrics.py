@@ -29,7 +29,7 @@ from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler, ma
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from titen.api.rest.logs import route
-from titen.api.rest.prefork import MULTIPROC_ENV
+from titen.api.rest.settings import MULTIPROC_ENV
 from titen.service.consumer_table import ConsumerTable
 from titen.service.readiness import Readiness
 from titen.service.relay import KIND as RELAY

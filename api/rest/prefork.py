@@ -40,12 +40,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
-from titen.api.rest.settings import ServerSettings
+from titen.api.rest.settings import MULTIPROC_ENV, ServerSettings
 from titen.api.rest.signals import stop_on_signals
 
 log = logging.getLogger("titen.server")
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
 POLL_SECONDS = 1.0
 """How often the parent looks for exited workers even without a SIGCHLD (a safety net)."""

@@ -23,17 +23,13 @@ from dataclasses import dataclass
 
 import falcon
 
+from titen.api.rest.connections import WATCH_CLIENT
 from titen.api.rest.contract import TOO_MANY_SUBSCRIBERS
 from titen.api.rest.errors import error
 from titen.api.rest.metrics import SUBSCRIBERS
 from titen.projections.recent_events import RecentEvents
 from titen.service.keys import Principal
 from titen.service.revocations import Revocations
-
-WATCH_CLIENT = "titen.watch_client"
-"""The WSGI environ key under which the server (api/rest/connections.py) offers to watch the
-request's connection: `watch(on_gone)` returns whether the client has gone, and calls `on_gone`
-(from the server's loop) when it goes. Absent in-process (falcon's TestClient): never gone."""
 
 
 @dataclass(frozen=True)

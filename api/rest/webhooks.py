@@ -19,7 +19,6 @@ import falcon
 
 from titen.api import schemas
 from titen.api.rest.auth import principal_of
-from titen.api.rest.body import read_json
 from titen.api.rest.contract import (
     INSTANT,
     INTEGER,
@@ -98,14 +97,12 @@ class WebhookList:
         self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, CREATE)
-        caller = principal_of(req)
-        self.idempotency.run(
+        self.idempotency.post(
             req,
             resp,
-            body,
+            CREATE,
             201,
-            lambda keep: self.webhooks.create(
+            lambda caller, body, keep: self.webhooks.create(
                 caller,
                 url=body["url"],
                 types=body.get("types"),
@@ -172,13 +169,12 @@ class WebhookSecret:
         self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        caller = principal_of(req)
-        self.idempotency.run(
+        self.idempotency.post(
             req,
             resp,
             None,  # no body: the key's scope (this webhook's path) is the whole request
             200,
-            lambda keep: self.webhooks.rotate_secret(caller, webhook_id, keep=keep),
+            lambda caller, _, keep: self.webhooks.rotate_secret(caller, webhook_id, keep=keep),
             with_secret,
         )
 
@@ -199,13 +195,12 @@ class WebhookEnable:
         self.idempotency = idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        caller = principal_of(req)
-        self.idempotency.run(
+        self.idempotency.post(
             req,
             resp,
             None,
             200,
-            lambda keep: self.webhooks.enable(caller, webhook_id, keep=keep),
+            lambda caller, _, keep: self.webhooks.enable(caller, webhook_id, keep=keep),
             lambda webhook: {"data": webhook.public()},
         )
 
