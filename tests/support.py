@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
+import pytest
 
 POSTGRES_URL = os.environ.get(
     "TITEN_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
@@ -117,6 +118,16 @@ def previous_release_store(backend: str, release: str = "previous_release") -> I
 def previous_release_manifest(backend: str, release: str = "previous_release") -> dict:
     """What `previous_release_store(backend, release)` holds and how that release answered."""
     return jsonlib.loads((FIXTURES / release / f"manifest.{backend}.json").read_text())
+
+
+def chromium_path() -> str:
+    """The browser the browser tests drive; skipped without it, except in CI."""
+    found = shutil.which("chromium")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed (.ci/run installs it)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return found
 
 
 def free_port() -> int:

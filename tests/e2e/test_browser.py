@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -25,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.support import Http, Server, create_key, free_port, titen
+from tests.support import Http, Server, chromium_path, create_key, free_port, titen
 from titen.domain.published import PUBLISHED
 
 CLOSED = 2  # EventSource.readyState once it has given up
@@ -91,15 +90,6 @@ class Page:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def chromium_path() -> str:
-    found = shutil.which("chromium")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (.ci/run installs it)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return found
 
 
 @pytest.fixture
