@@ -196,7 +196,11 @@ def parse(url: str) -> Database:
         if not path:
             raise BadDatabaseURL("sqlite URL needs a path: sqlite:///PATH")
         return Database(url=url, kind="sqlite", path=path)
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # parsed on access: a port that is not a number raises here
+    except ValueError as exc:  # also an unclosed [IPv6] host
+        raise BadDatabaseURL(f"malformed database URL: {exc}") from None
     if parts.scheme not in ("postgresql", "postgres"):
         raise BadDatabaseURL(
             f"unsupported database URL {url!r}: use sqlite:///PATH or "
@@ -215,7 +219,7 @@ def parse(url: str) -> Database:
         url=url,
         kind="postgres",
         host=parts.hostname,
-        port=parts.port or 5432,
+        port=port or 5432,
         user=unquote(parts.username),
         password=unquote(parts.password or ""),
         dbname=dbname,

@@ -33,7 +33,17 @@ def test_logs_never_show_the_password():
 
 
 @pytest.mark.parametrize(
-    "url", ["", "sqlite:///", "mysql://u@h/d", "postgresql://h/d", "postgresql://u@h/"]
+    "url",
+    [
+        "",
+        "sqlite:///",
+        "mysql://u@h/d",
+        "postgresql://h/d",
+        "postgresql://u@h/",
+        "postgresql://u@h:notaport/d",
+        "postgresql://u@h:99999/d",
+        "postgresql://u@[::1/d",
+    ],
 )
 def test_anything_else_is_refused_with_the_forms_that_work(url):
     with pytest.raises(BadDatabaseURL):
