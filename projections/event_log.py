@@ -160,13 +160,17 @@ class EventLog(Projection):
         return self.store.query("SELECT * FROM {event_log} ORDER BY position")
 
 
-def _lease_data(event: Any) -> dict[str, Any]:
-    return {
+def _lease_data(event: Lease.Acquired) -> dict[str, Any]:
+    """The data of a lease.acquired event, with the fields it was published with: one recorded
+    before fencing tokens (Acquired version 2) keeps its published form, without the token."""
+    data = {
         "lease_id": event.lease_id,
         "resource_type": event.resource_type,
         "resource_id": event.resource_id,
         "holder": event.holder,
         "acquired_at": iso(event.acquired_at),
         "expires_at": iso(event.expires_at),
-        "fencing_token": event.fencing_token,
     }
+    if event.fencing_token_published:
+        data["fencing_token"] = event.fencing_token
+    return data
