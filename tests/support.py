@@ -130,6 +130,20 @@ def chromium_path() -> str:
     return found
 
 
+def chromium(profile: str | Path, *arguments: str) -> list[str]:
+    """Headless Chromium's command line, as the browser tests run it, with a profile of its own."""
+    return [
+        chromium_path(),
+        "--headless",
+        "--no-sandbox",  # it runs as root here
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        *arguments,
+    ]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.support import Http, Server, chromium_path, create_key, free_port, titen
+from tests.support import Http, Server, chromium, create_key, free_port, titen
 from titen.domain.published import PUBLISHED
 
 CLOSED = 2  # EventSource.readyState once it has given up
@@ -101,16 +101,7 @@ def page() -> Iterator[Page]:
 
 def open_in_chromium(url: str, profile: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [
-            chromium_path(),
-            "--headless",
-            "--no-sandbox",  # it runs as root here
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            f"--user-data-dir={profile}",
-            url,
-        ],
+        chromium(profile, url),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # its helper processes end with it

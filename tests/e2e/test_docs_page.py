@@ -12,7 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.support import Server, chromium_path
+from tests.support import Server, chromium
 
 START_JOB = "URL_REQUEST_START_JOB"
 
@@ -34,20 +34,14 @@ def test_the_docs_page_requests_nothing_from_another_host(tmp_path):
     net_log = tmp_path / "net-log.json"
     try:
         shown = subprocess.run(
-            [
-                chromium_path(),
-                "--headless",
-                "--no-sandbox",  # it runs as root here
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
+            chromium(
+                tmp_path / "profile",
                 "--disable-background-networking",
-                f"--user-data-dir={tmp_path / 'profile'}",
                 f"--log-net-log={net_log}",
                 "--virtual-time-budget=30000",  # the page's own time to load and render
                 "--dump-dom",
                 f"{server.url}/docs",
-            ],
+            ),
             capture_output=True,
             text=True,
             timeout=180,
