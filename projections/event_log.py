@@ -163,7 +163,7 @@ class EventLog(Projection):
 def _lease_data(event: Lease.Acquired) -> dict[str, Any]:
     """The data of a lease.acquired event, with the fields it was published with: one recorded
     before fencing tokens (Acquired version 2) keeps its published form, without the token."""
-    data = {
+    data: dict[str, Any] = {
         "lease_id": event.lease_id,
         "resource_type": event.resource_type,
         "resource_id": event.resource_id,
