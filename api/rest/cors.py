@@ -16,9 +16,11 @@ from urllib.parse import urlsplit
 import falcon
 
 from titen.api.rest.logs import REQUEST_ID
+from titen.api.rest.mcp import SESSION_HEADER
 
-EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow")
-"""Answer headers a page may read beyond the CORS-safelisted ones."""
+EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow", SESSION_HEADER)
+"""Answer headers a page may read beyond the CORS-safelisted ones (an MCP client in a page
+keeps the session id `/mcp` gives it: api/rest/mcp.py)."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

@@ -51,6 +51,7 @@ def test_answers_and_errors_carry_cors_headers_for_a_named_origin(cors_client, a
         assert answer.headers["access-control-allow-origin"] == ORIGIN
         exposed = answer.headers["access-control-expose-headers"]
         assert "X-Request-Id" in exposed and "WWW-Authenticate" in exposed
+        assert "Mcp-Session-Id" in exposed  # an MCP client in a page reads its session id
 
 
 def test_other_origins_and_servers_without_origins_get_no_cors(cors_client, client, alice):
