@@ -12,7 +12,8 @@ from tests.support import Http, Server
 from titen.service.bootstrap import bootstrap
 
 RESOURCE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
-AUDIT = "/v1/audit/leases?resource_type=deploy&resource_id=checkout&limit=500"
+# Small pages: the operator's view of the newest term crosses pages in every run.
+AUDIT = "/v1/audit/leases?resource_type=deploy&resource_id=checkout&limit=10"
 
 
 def make_keys(database: str, count: int) -> list[str]:
@@ -140,22 +141,33 @@ def test_no_two_holders_at_once_across_two_server_processes(postgres_database):
         services.close()
 
 
+ENDINGS = {"superseded", "replaced_after_expiry", "released", "released_by_operator"}
+
+
 def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_processes(database):
     """Agents on two servers sharing one store (a SQLite file, a PostgreSQL schema) race for one
     resource: they re-acquire, release, and an operator releases whatever another agent holds,
     after a first holder "crashed" (never releases) with a 10 s TTL, so the race also crosses an
     expiry. Every 201 carries a token no other 201 had,
     and the audited history, in commit order, numbers its terms 1..N with exactly those tokens.
+
+    The race runs until the audit shows every way a term ends, not for a fixed time: how many
+    rounds fit in a few seconds depends on the machine's load, and a releasing agent only wins
+    the lease after the operator took it from one that keeps it.
     """
     keys = make_keys(database, 6)
     servers = [Server(database), Server(database)]
     granted: list[tuple[str, int, str]] = []  # (lease_id, token, holder's key), as received
     unexpected: list[tuple[int, dict | None]] = []
     lock = threading.Lock()
+    enough = threading.Event()  # the audit holds every ending and 20 terms: the race may stop
 
-    def agent(n: int, key: str, deadline: float) -> None:
+    def racing(cap: float) -> bool:
+        return not enough.is_set() and time.monotonic() < cap
+
+    def agent(n: int, key: str, cap: float) -> None:
         http = Http(servers[n % 2].url, key)
-        while time.monotonic() < deadline:
+        while racing(cap):
             status, body = http.request("POST", "/v1/leases", RESOURCE)
             if status == 409:
                 time.sleep(0.002)
@@ -178,14 +190,19 @@ def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_process
                 with lock:
                     unexpected.append(released)
 
-    def operator(deadline: float) -> None:
+    def operator(cap: float) -> None:
         http = Http(servers[1].url, make_operator(database))
-        while time.monotonic() < deadline:
-            status, body = http.request("GET", AUDIT)
-            terms = body["data"]["terms"] if status == 200 else []
+        history = AuditTail(http)
+        while racing(cap):
+            terms = history.read()
             if terms and terms[-1]["ended"] is None and terms[-1]["holder"] != "agent_0":
                 http.request("DELETE", f"/v1/leases/{terms[-1]['lease_id']}")
-            time.sleep(0.05)
+            if {t["ended"] for t in terms} >= ENDINGS and len(terms) >= 20:
+                enough.set()
+            enough.wait(0.05)
+        if history.failed:
+            with lock:
+                unexpected.append(history.failed)
 
     try:
         status, body = Http(servers[0].url, keys[0]).request(
@@ -193,12 +210,11 @@ def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_process
         )  # its holder "crashes": the lease is only ever replaced after its expiry
         assert status == 201
         granted.append((body["data"]["lease_id"], body["data"]["fencing_token"], keys[0]))
-        deadline = time.monotonic() + 13
+        cap = time.monotonic() + 120  # a bound for a broken run, not a pace: `enough` ends it
         threads = [
-            threading.Thread(target=agent, args=(n, key, deadline))
-            for n, key in enumerate(keys[1:])
+            threading.Thread(target=agent, args=(n, key, cap)) for n, key in enumerate(keys[1:])
         ]
-        threads.append(threading.Thread(target=operator, args=(deadline,)))
+        threads.append(threading.Thread(target=operator, args=(cap,)))
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -220,28 +236,39 @@ def test_fencing_tokens_never_repeat_and_rise_in_commit_order_across_two_process
     assert {t["lease_id"]: t["fencing_token"] for t in terms} == {
         lease_id: token for lease_id, token, _ in granted
     }
-    assert {t["ended"] for t in terms} >= {
-        "superseded",
-        "replaced_after_expiry",
-        "released",
-        "released_by_operator",
-    }
+    assert {t["ended"] for t in terms} >= ENDINGS
     for key in keys:  # each agent's own tokens rise in the order it received them
         own = [token for _, token, holder in granted if holder == key]
         assert own == sorted(own)
 
 
-def audited_terms(http: Http) -> list[dict]:
-    """Every term on the resource, newest last, following the audit's pages."""
-    terms: list[dict] = []
-    cursor = ""
-    while cursor is not None:
-        status, body = http.request("GET", AUDIT + (f"&cursor={cursor}" if cursor else ""))
-        if status != 200:
-            return terms
-        terms += body["data"]["terms"]
-        cursor = body["data"]["next_cursor"]
-    return terms
+class AuditTail:
+    """Every term on the resource, newest last, read as the audit pages it.
+
+    Each read fetches the pages from the last one read before: only the newest term can still
+    change, and a term on a page already passed has ended. Reading page one alone would stop
+    showing the newest term once the resource has more terms than one page holds.
+    """
+
+    def __init__(self, http: Http):
+        self.http = http
+        self.passed: list[dict] = []  # the terms on full pages already passed
+        self.cursor = ""  # the cursor of the page after them ("" for the first)
+        self.failed: tuple[int, dict | None] | None = None
+
+    def read(self) -> list[dict]:
+        while True:
+            status, body = self.http.request(
+                "GET", AUDIT + (f"&cursor={self.cursor}" if self.cursor else "")
+            )
+            if status != 200:
+                self.failed = (status, body)
+                return self.passed
+            page = body["data"]["terms"]
+            if body["data"]["next_cursor"] is None:
+                return self.passed + page
+            self.passed += page
+            self.cursor = body["data"]["next_cursor"]
 
 
 def make_operator(database: str) -> str:
