@@ -2,7 +2,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test lint
+.PHONY: serve test test-fast lint
+
+# Test processes: the e2e tests mostly wait on the servers they start, so more than the 2 cores
+# this is tuned for; PostgreSQL's 100 connections bound it (tests/conftest.py, many_connections).
+TEST_WORKERS ?= 3
+PYTEST := $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,7 +19,11 @@ serve: $(STAMP)
 	$(VENV)/bin/titen serve
 
 test: $(STAMP)
-	$(VENV)/bin/pytest -q
+	$(PYTEST)
+
+# The inner loop: everything but the `slow` tests (real processes, tests/e2e).
+test-fast: $(STAMP)
+	$(PYTEST) -m "not slow"
 
 # ruff, then mypy over the package ([tool.mypy] in pyproject.toml; docs/tooling.md).
 lint: $(STAMP)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import falcon.testing
@@ -29,11 +30,39 @@ BACKENDS = ["sqlite", "postgres"]
 E2E = Path(__file__).parent / "e2e"
 
 
+# Modules whose tests run several server processes on one PostgreSQL database at once (two
+# servers, --workers, servers started together): 30 to 50 connections each, opened at start.
+MANY_CONNECTIONS = {
+    "test_browser",
+    "test_event_log_exactness",
+    "test_event_stream",
+    "test_handoffs_races",
+    "test_idempotency_races",
+    "test_lease_races",
+    "test_revocation",
+    "test_startup",
+    "test_tickets",
+    "test_webhooks",
+    "test_workers",
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that runs real processes is `slow`."""
+    """Every test that runs real processes is `slow`. The PostgreSQL tests of MANY_CONNECTIONS
+    share one xdist group: `make test` (--dist loadgroup) runs them one at a time, so its
+    workers together stay under PostgreSQL's stock max_connections of 100."""
     for item in items:
-        if E2E in Path(item.fspath).parents:
+        path = Path(item.fspath)
+        if E2E in path.parents:
             item.add_marker(pytest.mark.slow)
+            if path.stem in MANY_CONNECTIONS and on_postgres(item):
+                item.add_marker(pytest.mark.xdist_group("many_connections"))
+
+
+def on_postgres(item: pytest.Item) -> bool:
+    """Whether the test opens a PostgreSQL database (its own fixture, or a backend parameter)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return "postgres_database" in item.fixturenames or "postgres" in params.values()
 
 
 def skip_or_fail_without_postgres() -> None:
@@ -46,10 +75,27 @@ def skip_or_fail_without_postgres() -> None:
 
 
 @pytest.fixture(params=BACKENDS)
-def database(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database URL for each test, on each backend."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/titen.db"
+    with fresh_database(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A fresh, empty database URL shared by a module's tests, on each backend: for a server
+    the module starts once, its tests isolated by organizations of their own."""
+    with fresh_database(request.param, tmp_path_factory.mktemp("module")) as url:
+        yield url
+
+
+@contextmanager
+def fresh_database(backend: str, folder: Path) -> Iterator[str]:
+    """An empty database: a SQLite file in `folder`, or a PostgreSQL schema dropped afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{folder}/titen.db"
         return
     skip_or_fail_without_postgres()
     with postgres_schema() as url:
@@ -91,7 +137,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def services(database: str, clock: FakeClock) -> Iterator[Services]:
-    services = bootstrap(database, clock, pool_size=20)
+    services = bootstrap(database, clock, pool_size=4)  # opened at once: 4 per test, 8 at most
     yield services
     services.close()
 

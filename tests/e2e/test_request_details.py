@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import uuid
 import zlib
 from collections.abc import Iterator
 
@@ -17,12 +18,18 @@ from titen.api.rest.body import MAX_BODY_BYTES
 ACQUIRE = {"resource_type": "deploy", "resource_id": "gz", "purpose": "p", "ttl_seconds": 60}
 
 
-@pytest.fixture
-def served(database: str) -> Iterator[tuple[Server, str]]:
-    key = create_key(database, "acme", "agent_a")
-    server = Server(database, 4)
-    yield server, key
+@pytest.fixture(scope="module")
+def server(module_database: str) -> Iterator[Server]:
+    """One server for the module: what a test leaves (a lease) is in its own organization."""
+    server = Server(module_database, 4)
+    yield server
     server.stop()
+
+
+@pytest.fixture
+def served(server: Server) -> tuple[Server, str]:
+    """The module's server and a key of an organization of this test's own."""
+    return server, create_key(server.database, f"acme_{uuid.uuid4().hex[:8]}", "agent_a")
 
 
 def send(
