@@ -26,6 +26,7 @@ POSTGRES_URL = os.environ.get(
 )
 TITEN = str(Path(sys.executable).with_name("titen"))
 FIXTURES = Path(__file__).parent / "fixtures"
+STARTUP_BOUND = 120  # seconds a test server may take to answer /healthz (Server._wait_healthy)
 RELEASE_SCHEMAS = {
     # fixture (its folder and its files' stem): the schema its PostgreSQL dump names
     "previous_release": "titen_fixture_prev",  # before the `titen` namespace
@@ -225,7 +226,9 @@ class Server:
         self._wait_healthy()
 
     def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + 30
+        # A bound for a hung start, not a pace: on 2 cores shared by the suite's processes (and
+        # four servers starting at once in test_startup), a healthy start has taken over 30 s.
+        deadline = time.monotonic() + STARTUP_BOUND
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 self._collect_log()
@@ -237,7 +240,7 @@ class Server:
                 pass
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError("titen serve did not become healthy in 30 s")
+        raise RuntimeError(f"titen serve did not become healthy in {STARTUP_BOUND} s")
 
     def stop(self) -> None:
         if self.process.poll() is None:
