@@ -24,7 +24,8 @@ SQLITE_LOCK_TIMEOUT_SECONDS = 10
 # the events after it: up to 99 (a Lease snapshots every 100 events, each acquire adds 2), which
 # made re-acquiring a busy resource about 2.5x the cost of a new one (docs/performance.md).
 AGGREGATE_CACHE_SIZE = 10_000
-POSTGRES_LOCK_TIMEOUT_SECONDS = 10
+DEFAULT_POOL_SIZE = 5
+"""The most PostgreSQL connections one process holds (`titen serve --pool-size`)."""
 
 
 # What `?schema=` may name: the library writes it into SQL unquoted, so a plain lowercase
@@ -64,7 +65,9 @@ class Database:
             return self.url
         return self.url.replace(f":{parts.password}@", ":***@", 1)
 
-    def env(self, pool_size: int = 10) -> dict[str, str]:
+    def env(self, pool_size: int = DEFAULT_POOL_SIZE) -> dict[str, str]:
+        """The library's settings; on PostgreSQL, `pool_size` is the most connections the
+        store opens, none of them before it is needed (storage/deadlines.py closes idle ones)."""
         return {"AGGREGATE_CACHE_MAXSIZE": str(AGGREGATE_CACHE_SIZE), **self._store_env(pool_size)}
 
     def _store_env(self, pool_size: int) -> dict[str, str]:
@@ -82,21 +85,21 @@ class Database:
             }
         from eventsourcing.utils import get_topic
 
-        from titen.storage.postgres import InlinePostgresRecorder
+        from titen.storage import deadlines
+        from titen.storage.postgres import TitenPostgresFactory
 
         return {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
-            "APPLICATION_RECORDER_TOPIC": get_topic(InlinePostgresRecorder),
+            "PERSISTENCE_MODULE": get_topic(TitenPostgresFactory),
             "POSTGRES_DBNAME": self.dbname,
             "POSTGRES_HOST": self.host,
             "POSTGRES_PORT": str(self.port),
             "POSTGRES_USER": self.user,
             "POSTGRES_PASSWORD": self.password,
             "POSTGRES_SCHEMA": self.schema,
-            "POSTGRES_POOL_SIZE": str(pool_size),
-            "POSTGRES_MAX_OVERFLOW": str(pool_size),
-            "POSTGRES_LOCK_TIMEOUT": str(POSTGRES_LOCK_TIMEOUT_SECONDS),
-            "POSTGRES_CONNECT_TIMEOUT": "5",
+            "POSTGRES_POOL_SIZE": "0",  # the pool's minimum: opened as needed
+            "POSTGRES_MAX_OVERFLOW": str(pool_size),  # above the minimum: the budget
+            "POSTGRES_LOCK_TIMEOUT": str(deadlines.LOCK_SECONDS),
+            "POSTGRES_CONNECT_TIMEOUT": str(deadlines.POOL_WAIT_SECONDS),  # the pool's wait
         }
 
     @contextmanager
@@ -120,7 +123,9 @@ class Database:
             return
         from psycopg import sql
 
-        with self._connect_postgres() as conn:
+        from titen.storage.deadlines import unbounded
+
+        with self._connect_postgres() as conn, unbounded():
             conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [f"titen:{self.schema}"])
             if self.schema:
                 conn.execute(
@@ -143,6 +148,23 @@ class Database:
             raise CannotOpen(
                 f"cannot open the PostgreSQL database {self.redacted()}: {_cause(exc)}"
             ) from None
+
+    def why_unavailable(self, failure: Exception) -> str:
+        """One line for a person: the store named, and why it failed a command.
+
+        A pool that gave up waiting says only that it waited, so on PostgreSQL one connection
+        is tried now for the server's own reason (too many clients, a role's limit, nothing
+        listening); if that one succeeds, the failure's own first line is all there is.
+        """
+        if self.kind == "postgres":
+            try:
+                self._connect_postgres().close()
+            except CannotOpen as refused:
+                return f"the database is unavailable: {refused}"
+        lines = str(failure).strip().splitlines()
+        return f"the database {self.redacted()} is unavailable: " + (
+            lines[0] if lines else type(failure).__name__
+        )
 
     def _check_sqlite(self) -> None:
         """Refuse, naming the path, a SQLite file that could not be created or written.
@@ -170,13 +192,15 @@ class Database:
     def conninfo(self) -> str:
         from psycopg.conninfo import make_conninfo
 
+        from titen.storage.deadlines import libpq_options
+
         return make_conninfo(
             host=self.host,
             port=self.port,
             user=self.user,
             password=self.password,
             dbname=self.dbname,
-            connect_timeout=5,
+            **libpq_options(),
         )
 
 

@@ -10,13 +10,38 @@ visible in order and a reader that resumes after the last position it saw never 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from eventsourcing.persistence import StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresFactory,
+)
 
+from titen.storage import deadlines
 from titen.storage.inline import InlineRecording, ReadModelWriteFailed
+
+C = TypeVar("C", bound=type)
+
+
+def run_once(*names: str) -> Callable[[C], C]:
+    """A class decorator: the named methods of the library's recorder run once, without the
+    retry it wraps them in (up to 10 attempts, 0.2 s apart, on any connection error).
+
+    Retrying made one bounded wait ten (a command waited 40 s for a pool that had no connection
+    to give), and a retried insert whose first attempt had committed met its own events as a
+    lost race. A failed call now fails at once, as an outage the caller answers with 503.
+    """
+
+    def decorate(cls: C) -> C:
+        for name in names:
+            method = getattr(cls, name)
+            setattr(cls, name, getattr(method, "__wrapped__", method))
+        return cls
+
+    return decorate
 
 
 class _RollBack(BaseException):
@@ -34,12 +59,21 @@ class _RollBack(BaseException):
         self.failed = failed
 
 
+_insert_once = PostgresApplicationRecorder.insert_events.__wrapped__  # type: ignore[attr-defined]
+
+
+@run_once("select_events")
+class SnapshotRecorder(PostgresAggregateRecorder):
+    """The library's recorder of snapshots, its reads not retried (see `run_once`)."""
+
+
+@run_once("select_events", "select_notifications", "max_notification_id")
 class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         try:
-            return super().insert_events(stored_events, **kwargs)
+            return _insert_once(self, stored_events, **kwargs)
         except _RollBack as rolled_back:
             raise rolled_back.failed from rolled_back.failed.__cause__
 
@@ -55,3 +89,15 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         except ReadModelWriteFailed as failed:
             raise _RollBack(failed) from failed
         return positions
+
+
+class TitenPostgresFactory(PostgresFactory):
+    """The library's PostgreSQL factory with titen's recorders and its pool tuned
+    (storage/deadlines.py) before any connection is opened."""
+
+    aggregate_recorder_class = SnapshotRecorder
+    application_recorder_class = InlinePostgresRecorder
+
+    def __init__(self, env: Any):
+        super().__init__(env)
+        deadlines.tune(self.datastore.pool)

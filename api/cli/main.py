@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         if _refusal(exc):
             print(f"titen: {exc}", file=sys.stderr)
             return 2
+        unavailable = _unavailable(args, exc)
+        if unavailable is not None:
+            print(f"titen: {unavailable}", file=sys.stderr)
+            return EX_TEMPFAIL
         if isinstance(exc, OSError) and exc.filename is not None:
             print(f"titen: {file_error(exc)}", file=sys.stderr)
             return 2
@@ -88,6 +92,23 @@ def _configure_logging(args: argparse.Namespace) -> None:
         logging.getLogger("titen").setLevel(logging.INFO)
     else:
         logging.basicConfig(handlers=[logging.NullHandler()])
+
+
+EX_TEMPFAIL = 75
+"""The exit status of a command the database failed (sysexits.h: a temporary failure, retry)."""
+
+
+def _unavailable(args: argparse.Namespace, exc: Exception) -> str | None:
+    """Why the database failed the command, in one line, if that is what happened: a full
+    PostgreSQL, one that went away or does not answer, or a SQLite file locked or full."""
+    if "eventsourcing" not in sys.modules or not hasattr(args, "database"):
+        return None  # no store was opened: this was no outage
+    from titen.storage.database import parse
+    from titen.storage.outages import is_outage
+
+    if not is_outage(exc):
+        return None
+    return parse(args.database).why_unavailable(exc)
 
 
 def _refusal(exc: Exception) -> bool:

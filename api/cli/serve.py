@@ -44,6 +44,15 @@ def add_commands(commands: Any) -> None:
         help="request worker threads in each worker process (default: %(default)s)",
     )
     serve.add_argument(
+        "--pool-size",
+        type=_pool_size,
+        default=DEFAULTS.pool_size,
+        help="the most PostgreSQL connections each worker process holds, everything included, "
+        f"at least {MIN_POOL_SIZE} (default {DEFAULTS.pool_size}; opened as needed, closed when "
+        "idle; a node holds at most workers x pool-size, plus 3 in the parent while it starts; "
+        "docs/deployment.md)",
+    )
+    serve.add_argument(
         "--max-subscribers",
         type=_positive,
         default=DEFAULTS.max_subscribers,
@@ -166,6 +175,7 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         log_format=args.log_format,
         webhook_retry_seconds=args.webhook_retry_seconds,
         webhook_workers=args.webhook_workers,
+        pool_size=args.pool_size,
         allow_private_webhooks=args.allow_private_webhooks,
         cors_origins=tuple(dict.fromkeys(args.cors_origins)),
     )
@@ -201,23 +211,29 @@ def _port(text: str) -> int:
     return port
 
 
-def _at_least_one(what: str) -> Callable[[str], int]:
-    """An argparse type for a count of 1 or more; a refusal says it is not `what`."""
+def _at_least(minimum: int, what: str) -> Callable[[str], int]:
+    """An argparse type for a count of `minimum` or more; a refusal says it is not `what`."""
 
     def count(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = 0
-        if value < 1:
+        if value < minimum:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
         return value
 
     return count
 
 
-_positive = _at_least_one("a whole number of 1 or more")
-_process_count = _at_least_one("a number of workers (1 or more)")
+_positive = _at_least(1, "a whole number of 1 or more")
+MIN_POOL_SIZE = 3
+"""Two connections LISTEN for as long as a worker runs (new commits, key revocations): at
+least one more is left for everything else."""
+
+
+_pool_size = _at_least(MIN_POOL_SIZE, f"a pool size: a whole number of {MIN_POOL_SIZE} or more")
+_process_count = _at_least(1, "a number of workers (1 or more)")
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -232,11 +248,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _serve_until_stopped(args: argparse.Namespace, settings: ServerSettings) -> int:
-    pool_size = settings.threads + settings.webhook_workers + 3
     if settings.workers and settings.workers > 1:
         from titen.api.rest.prefork import serve_workers
 
-        return serve_workers(args.database, settings, settings.workers, pool_size)
+        return serve_workers(args.database, settings, settings.workers)
     for name in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
         os.environ.pop(name, None)  # one process keeps its metrics in memory
 
@@ -245,7 +260,7 @@ def _serve_until_stopped(args: argparse.Namespace, settings: ServerSettings) -> 
 
     configure(settings.log_format or default_format())
     sock, metrics_sock = listeners(settings)
-    with open_services(args, pool_size=pool_size, announce=False) as opened:
+    with open_services(args, pool_size=settings.pool_size, announce=False) as opened:
         announce(opened.database.redacted(), settings, sock, metrics_sock)
         serve(opened, settings, sock, metrics_sock)
     return 0

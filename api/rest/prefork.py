@@ -55,7 +55,7 @@ DEATH_WINDOW_SECONDS = 60.0
 PR_SET_PDEATHSIG = 1
 
 
-def serve_workers(url: str, settings: ServerSettings, workers: int, pool_size: int) -> int:
+def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
     """Serve with `workers` processes until stopped; the exit status."""
     with _metrics_dir():  # before this process imports prometheus-client, below
         from titen.api.rest.logs import configure, default_format
@@ -68,7 +68,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int, pool_size: i
         opened.close()
 
         def work() -> None:
-            services = bootstrap(url, pool_size=pool_size, catch_up=False)
+            services = bootstrap(url, pool_size=settings.pool_size, catch_up=False)
             try:
                 serve(services, settings, sock, metrics_sock)
             finally:

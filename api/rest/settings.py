@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from titen.domain.webhooks import DEFAULT_RETRY_SECONDS
+from titen.storage.database import DEFAULT_POOL_SIZE
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """Where a server of several workers keeps their metrics (prometheus-client's variable): set by
@@ -41,6 +42,9 @@ class ServerSettings:
     """"json" or "text"; None picks text on a terminal, JSON otherwise."""
     webhook_retry_seconds: tuple[float, ...] = DEFAULT_RETRY_SECONDS
     """The pause before each retry of a failed webhook delivery (each jittered by ±20%)."""
+    pool_size: int = DEFAULT_POOL_SIZE
+    """The most PostgreSQL connections each worker process holds, everything included (its
+    LISTEN connections, request threads, webhook workers); none on SQLite."""
     webhook_workers: int = 8
     """Threads delivering webhooks in this process (each delivers one subscription at a time)."""
     allow_private_webhooks: bool = False

@@ -39,10 +39,16 @@ def call(server: Server, key: str, method: str, path: str, body: object = None):
 
 @pytest.fixture
 def proxied(postgres_database: str) -> Iterator[tuple[TcpProxy, str]]:
-    proxy = TcpProxy(("127.0.0.1", 5432))
     host = postgres_database.split("@", 1)[1].split("/", 1)[0]
+    proxy = TcpProxy(_address(host))
     yield proxy, postgres_database.replace(f"@{host}/", f"@127.0.0.1:{proxy.port}/", 1)
     proxy.close()
+
+
+def _address(host: str) -> tuple[str, int]:
+    """The (host, port) of a URL's `HOST[:PORT]`, PostgreSQL's port when none is given."""
+    name, _, port = host.partition(":")
+    return name, int(port or 5432)
 
 
 def test_an_outage_answers_503_and_the_server_recovers_by_itself(postgres_database, proxied):

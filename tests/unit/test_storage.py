@@ -22,7 +22,7 @@ def test_postgres_urls_carry_user_password_host_port_database_and_schema():
         "prod",
     )
     env = db.env(pool_size=7)
-    assert env["POSTGRES_POOL_SIZE"] == "7"
+    assert (env["POSTGRES_POOL_SIZE"], env["POSTGRES_MAX_OVERFLOW"]) == ("0", "7")
     assert env["POSTGRES_SCHEMA"] == "prod"
     assert parse("postgres://u@h/d").port == 5432
 

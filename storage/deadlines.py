@@ -1,0 +1,110 @@
+"""How long titen waits on PostgreSQL, and how many connections it keeps: the pool's tuning.
+
+A request must never wait on a database that does not answer for longer than about 10 s
+(docs/operations.md), and a server process must hold no more connections than its budget
+(`titen serve --pool-size`). The library builds its psycopg pool with every connection opened at
+start and kept, libpq's defaults (a connect may wait 130 s per host, a query on a dead link
+waits for ever) and its own retry of every read and insert (10 attempts, 0.2 s apart, so one
+failed wait became ten). Here each wait gets its own bound:
+
+- a connection from the pool within POOL_WAIT_SECONDS (psycopg_pool's PoolTimeout, an outage:
+  503), the pool opening connections only as they are asked for and closing those left idle;
+- a new connection within CONNECT_SECONDS (libpq's `connect_timeout`);
+- each answer within ANSWER_SECONDS on the client's side (DeadlineConnection: a black hole, a
+  paused proxy or a dead host, where nothing answers and TCP itself may not notice; a slow
+  statement too), with TCP keepalives and `tcp_user_timeout` as the kernel's second line;
+- the events table's lock within LOCK_SECONDS (the library's `lock_timeout` on inserts), and a
+  transaction left idle by a client that went away ends after the library's 5 s
+  (`idle_in_transaction_session_timeout`), so one stuck command cannot stall everyone.
+
+Opening a store (`Database.migrating`: creating or changing tables, which may rightly take
+long on a big store) runs `unbounded()`: no answer deadline in that thread meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import errors
+
+POOL_WAIT_SECONDS = 4
+"""How long a command waits for a pooled connection before it is told 503."""
+CONNECT_SECONDS = 3
+"""libpq's connect_timeout (whole seconds, at least 2): opening one connection."""
+ANSWER_SECONDS = 8.0
+"""The most one round trip to the server may take, measured by the client."""
+LOCK_SECONDS = 5
+"""PostgreSQL's lock_timeout: a command waiting for the events table (held by a transaction
+that is stuck) gives up after this."""
+IDLE_SECONDS = 30.0
+"""A pooled connection unused this long is closed (psycopg_pool closes one per such period)."""
+KEEPALIVE = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 2,
+    "tcp_user_timeout": int(ANSWER_SECONDS * 1000),
+}
+"""libpq's TCP settings: a link that dies while idle (a LISTEN connection) is noticed in about
+9 s, and data unacknowledged for ANSWER_SECONDS breaks the connection in the kernel."""
+_patient = threading.local()
+
+
+def libpq_options() -> dict[str, Any]:
+    """What every connection titen opens passes to libpq, besides where and who; the
+    application name shows in pg_stat_activity which titen process holds a connection."""
+    return {
+        "connect_timeout": CONNECT_SECONDS,
+        "application_name": f"titen {os.getpid()}",
+        **KEEPALIVE,
+    }
+
+
+class DeadlineConnection(psycopg.Connection[Any]):
+    """A psycopg connection whose every wait for the server ends after ANSWER_SECONDS.
+
+    psycopg waits for an answer for ever unless given a timeout; waits that carry their own
+    (LISTEN's `notifies`) keep it. A wait that runs out closes the connection (its protocol
+    state is unknown: the answer may still come) and raises psycopg's OperationalError, which is
+    an outage to the rest of titen; the pool drops the closed connection when it is returned.
+    """
+
+    def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
+        if timeout is not None or getattr(_patient, "active", False):
+            return super().wait(gen, interval=interval, timeout=timeout)
+        try:
+            return super().wait(gen, interval=interval, timeout=ANSWER_SECONDS)
+        except errors._WaitTimeout:
+            self.pgconn.finish()
+            raise psycopg.OperationalError(
+                f"the database did not answer within {ANSWER_SECONDS:g} s"
+            ) from None
+
+
+@contextmanager
+def unbounded() -> Iterator[None]:
+    """No answer deadline for this thread's queries meanwhile (schema changes at start-up)."""
+    _patient.active = True
+    try:
+        yield
+    finally:
+        _patient.active = False
+
+
+def tune(pool: Any) -> None:
+    """Give the library's pool (not yet opened) titen's connection class, options and waits.
+
+    The pool's sizes come from the library's settings (Database.env): none opened at start,
+    at most the budget. Giving up on a connection that cannot be opened after
+    POOL_WAIT_SECONDS (rather than psycopg_pool's 5 minutes of retries) lets the next command
+    that needs one try again at once, so a pool recovers within seconds of the database.
+    """
+    pool.connection_class = DeadlineConnection
+    pool.kwargs.update(libpq_options())
+    pool.max_idle = IDLE_SECONDS
+    pool.reconnect_timeout = float(POOL_WAIT_SECONDS)
