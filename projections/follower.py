@@ -26,6 +26,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
 from titen.projections.recent_events import RecentEvents
+from titen.storage.outages import log_failure
 
 log = logging.getLogger("titen.follower")
 SAFETY_POLL_SECONDS = 1.0
@@ -82,8 +83,8 @@ class Follower:
                 else:
                     self._nudged.wait(SAFETY_POLL_SECONDS)
                     self._nudged.clear()
-            except Exception:
-                log.exception("following the event log failed; retrying")
+            except Exception as exc:
+                log_failure(log, "following the event log failed; retrying", exc)
                 self._stop.wait(SAFETY_POLL_SECONDS)
 
     def _poll(self) -> None:

@@ -6,6 +6,7 @@ aggregate version cannot both save, and the loser runs again against the new sta
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -22,6 +23,9 @@ from titen.domain.ids import LEASE, new_id
 from titen.domain.lease import Holding, Lease, ResourceKeys, Term
 from titen.storage.group_commit import GroupCommit
 from titen.storage.inline import DOMAIN_EVENTS, ReadModelWriteFailed
+from titen.storage.outages import is_outage
+
+log = logging.getLogger("titen.app")
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 32
@@ -87,6 +91,22 @@ class Titen(Application[UUID]):
             for listener in self.on_read_model_failure:
                 listener(failed)  # the transaction has rolled back: this can be recorded
             raise
+
+    def _take_snapshots(self, processing_event: ProcessingEvent[UUID]) -> None:
+        """Snapshot what fell due, after the command's events have committed.
+
+        A snapshot only shortens replays, and it is written in a transaction of its own after
+        the command's: failing to write one (the database went away meanwhile, or another
+        process wrote the same one) must not turn a command that committed into an error.
+        """
+        try:
+            super()._take_snapshots(processing_event)
+        except IntegrityError:
+            pass  # another process snapshotted that version first
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            log.warning("a snapshot was not written (the command had committed): %s", exc)
 
     def _notify(self, recordings: list[Recording[UUID]]) -> None:
         if recordings:
@@ -234,7 +254,11 @@ class Titen(Application[UUID]):
 
     def _retrying(self, attempt: Callable[[], tuple[T, Any]], keep: Keep = None) -> Committed[T]:
         """Run a load-decide-save attempt until it saves without a version conflict, storing
-        `keep(result)` in the same transaction as its events."""
+        `keep(result)` in the same transaction as its events.
+
+        An IntegrityError is only ever a lost race here: the store never retries a commit
+        whose answer was lost (it finds out whether it landed: storage/postgres.py), so a
+        command is never run again over its own events."""
         for _ in range(MAX_ATTEMPTS):
             value, aggregate = attempt()
             try:

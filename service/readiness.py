@@ -8,6 +8,9 @@ rebuild run from the command line shows at once.
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as NoAnswer
 from dataclasses import dataclass, field
 
 from titen.projections.failures import Failure
@@ -16,6 +19,8 @@ from titen.projections.store import ViewStore
 from titen.service.application import Titen
 
 log = logging.getLogger("titen.readiness")
+ANSWER_SECONDS = 1.5
+"""How long a readiness check waits for the database: /readyz answers within 2 s always."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +57,30 @@ class Report:
 
 
 class Readiness:
+    """Reads the database in one thread of its own, at most one read at a time: callers that
+    ask while a read is under way share it, so a database that does not answer holds one
+    thread, not one per probe, and every caller has its answer within ANSWER_SECONDS."""
+
     def __init__(self, app: Titen, store: ViewStore, projector: Projector):
         self.app = app
         self.store = store
         self.projector = projector
+        self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="readiness")
+        self._reading: Future[Report] | None = None
+        self._lock = threading.Lock()
 
     def check(self) -> Report:
+        with self._lock:
+            if self._reading is None or self._reading.done():
+                self._reading = self._reader.submit(self._read)
+            reading = self._reading
+        try:
+            return reading.result(timeout=ANSWER_SECONDS)
+        except NoAnswer:
+            log.warning("readiness: the database did not answer within %g s", ANSWER_SECONDS)
+            return Report(database=f"unreachable (no answer within {ANSWER_SECONDS:g} s)")
+
+    def _read(self) -> Report:
         try:
             log_position = self.app.recorder.max_notification_id() or 0
             rows = self.store.query(

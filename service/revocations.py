@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 from titen.service.keys import Keys
 from titen.service.webhook_presence import WebhookPresence
+from titen.storage.outages import log_failure
 
 log = logging.getLogger("titen.revocations")
 SQLITE_POLL_SECONDS = 0.1
@@ -97,8 +98,8 @@ class Revocations:
         while not self._stop.is_set():
             try:
                 follow()
-            except Exception:
-                log.exception("following key revocations failed; retrying")
+            except Exception as exc:
+                log_failure(log, "following key revocations failed; retrying", exc)
                 self._stop.wait(RETRY_SECONDS)
 
     def _poll(self) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from titen.service.consumers import Consumer, Sink
 from titen.service.delivery import Delivery
 from titen.service.doorbell import Doorbell
+from titen.storage.outages import log_failure
 
 log = logging.getLogger("titen.delivery")
 
@@ -67,13 +68,13 @@ class Workers:
                 finally:
                     if held:
                         self.delivery.release(consumer.name)
-            except Exception:
-                log.exception("%s delivery failed; retrying", self.sink.kind)
+            except Exception as exc:
+                log_failure(log, f"{self.sink.kind} delivery failed; retrying", exc)
                 self.stopping.wait(1)
 
     def _beat(self) -> None:
         while not self.stopping.wait(HEARTBEAT_SECONDS):
             try:
                 self.delivery.heartbeat()
-            except Exception:
-                log.exception("extending delivery claims failed; retrying")
+            except Exception as exc:
+                log_failure(log, "extending delivery claims failed; retrying", exc)

@@ -74,6 +74,10 @@ class DeadlineConnection(psycopg.Connection[Any]):
     an outage to the rest of titen; the pool drops the closed connection when it is returned.
     """
 
+    session: tuple[int, Any] | None = None
+    """The server's process id and session start (pg_stat_activity's pid and backend_start),
+    read once when the connection opens: what names its session once the connection is lost."""
+
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
         if timeout is not None or getattr(_patient, "active", False):
             return super().wait(gen, interval=interval, timeout=timeout)
@@ -105,6 +109,21 @@ def tune(pool: Any) -> None:
     that needs one try again at once, so a pool recovers within seconds of the database.
     """
     pool.connection_class = DeadlineConnection
+    pool._configure = _noting_session(pool._configure)
     pool.kwargs.update(libpq_options())
     pool.max_idle = IDLE_SECONDS
     pool.reconnect_timeout = float(POOL_WAIT_SECONDS)
+
+
+def _noting_session(configure: Any) -> Any:
+    """The pool's hook for a new connection, which then also notes the connection's session."""
+
+    def configured(conn: DeadlineConnection) -> None:
+        if configure is not None:
+            configure(conn)
+        row = conn.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        ).fetchone()
+        conn.session = (row["pid"], row["backend_start"])
+
+    return configured

@@ -18,6 +18,8 @@ from typing import Any
 
 from eventsourcing.persistence import ProgrammingError
 
+from titen.storage.outages import is_outage
+
 DOMAIN_EVENTS = "new_domain_events"
 """The keyword under which the application passes a save's domain events to the recorder."""
 KEPT = "kept_rows"
@@ -71,4 +73,6 @@ class InlineRecording:
         try:
             self.inline(cursor, list(zip(positions, events, strict=True)))
         except Exception as exc:
+            if is_outage(exc):
+                raise  # the connection failed, not the read model: an outage, not a failure
             raise ReadModelWriteFailed(f"writing the read models failed: {exc}") from exc

@@ -11,6 +11,7 @@ errors unwrapped. An outage changed nothing, so the API answers 503.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 
 import psycopg
@@ -23,7 +24,13 @@ CANDIDATES: tuple[type[Exception], ...] = (
     psycopg.InterfaceError,
 )
 """The classes an outage is raised as; `is_outage` tells which of their instances are one."""
-SQLITE_OUTAGES = ("database is locked", "database table is locked", "unable to open", "disk i/o")
+SQLITE_OUTAGES = (
+    "database is locked",
+    "database table is locked",
+    "unable to open",
+    "disk i/o",
+    "database or disk is full",  # the transaction rolled back; writes resume with space
+)
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -38,3 +45,22 @@ def is_outage(exc: BaseException) -> bool:
             )
         cause = cause.__cause__
     return isinstance(exc, ConnectionUnavailableError)  # no pool connection free in time
+
+
+class NotCommitted(OperationalError):
+    """A commit's answer was lost, and the store shows it did not land: nothing changed."""
+
+
+class OutcomeUnknown(OperationalError):
+    """A commit's answer was lost, and the store could not tell whether it landed: the change
+    may have been saved. An Idempotency-Key retried later returns the original outcome."""
+
+
+def log_failure(log: logging.Logger, doing: str, exc: BaseException) -> None:
+    """Log a background loop's failure before it retries: an outage is a condition, one
+    warning line without a traceback (it ends by itself); anything else is a defect, with one."""
+    if is_outage(exc):
+        lines = str(exc).strip().splitlines()
+        log.warning("%s: the database is unavailable (%s)", doing, lines[0] if lines else exc)
+    else:
+        log.exception("%s", doing)

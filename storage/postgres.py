@@ -6,22 +6,40 @@ there, before the commit and still under the lock, this recorder writes the read
 (storage/inline.py). The lock is what keeps the log gap-free for readers (docs/leases.md): no
 other command can take a log position until this transaction has committed, so positions become
 visible in order and a reader that resumes after the last position it saw never skips one.
+
+A commit whose answer is lost (the connection dropped or stopped answering after the events
+were sent) may or may not have landed. Retrying it, as the library did, met its own events as a
+lost race and ran the command again (one request, two leases). Instead the recorder settles it:
+it ends the old session on the server (so an in-flight commit can no longer land later), then
+looks for its own events by aggregate id, version and content. Found: the insert succeeded, with
+their log positions. Absent: NotCommitted, an outage that changed nothing. Another command's
+events at those versions: IntegrityError, a lost race like any other. The database unreachable
+meanwhile: OutcomeUnknown (docs/operations.md says what each answer guarantees).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
     PostgresApplicationRecorder,
     PostgresFactory,
 )
+from psycopg.sql import SQL, Identifier
 
 from titen.storage import deadlines
 from titen.storage.inline import InlineRecording, ReadModelWriteFailed
+from titen.storage.outages import NotCommitted, OutcomeUnknown
+
+log = logging.getLogger("titen.storage")
+END_SESSION_MS = 3000
+"""How long settling waits for the server to end the session of a commit whose answer was
+lost; past that the outcome is unknown."""
 
 C = TypeVar("C", bound=type)
 
@@ -69,13 +87,88 @@ class SnapshotRecorder(PostgresAggregateRecorder):
 
 @run_once("select_events", "select_notifications", "max_notification_id")
 class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._sending = threading.local()  # the connection this thread's insert runs on
+        self._find_events = SQL(
+            "SELECT e.notification_id, e.topic, e.state"
+            " FROM unnest(%s::uuid[], %s::bigint[]) WITH ORDINALITY AS k(id, version, n)"
+            " JOIN {schema}.{table} e"
+            " ON e.originator_id = k.id AND e.originator_version = k.version ORDER BY k.n"
+        ).format(schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name))
+
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
+        self._sending.connection = None
         try:
             return _insert_once(self, stored_events, **kwargs)
         except _RollBack as rolled_back:
             raise rolled_back.failed from rolled_back.failed.__cause__
+        except (OperationalError, InterfaceError) as failed:
+            lost = self._sending.connection
+            if lost is None or not (lost.closed or lost.broken):
+                raise  # nothing was sent, or the server answered the error: nothing landed
+            return self._settle(lost, stored_events, failed)
+
+    def _insert_events(
+        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        """The transaction's first step: note its connection, for `insert_events` to tell a
+        refusal (the connection still good) from a lost answer."""
+        self._sending.connection = curs.connection
+        super()._insert_events(curs, stored_events, **kwargs)
+
+    def _settle(
+        self, lost: Any, stored_events: Sequence[StoredEvent], failed: Exception
+    ) -> Sequence[int]:
+        """Whether the events of a commit whose answer was lost are in the store: their log
+        positions if so, else NotCommitted (or IntegrityError when another command's events
+        hold those versions); OutcomeUnknown if the store cannot tell now."""
+        try:
+            with self.datastore.get_connection() as conn:
+                ended = self._end_session(conn, getattr(lost, "session", None))
+                rows = conn.execute(
+                    self._find_events,
+                    [
+                        [e.originator_id for e in stored_events],
+                        [e.originator_version for e in stored_events],
+                    ],
+                ).fetchall()
+        except (OperationalError, InterfaceError) as again:
+            raise OutcomeUnknown(
+                f"the commit's answer was lost ({failed}) and the store did not answer whether "
+                f"it landed ({again})"
+            ) from failed
+        if not ended:
+            raise OutcomeUnknown(
+                f"the commit's answer was lost ({failed}) and its session did not end within "
+                f"{END_SESSION_MS} ms"
+            ) from failed
+        if not rows:
+            raise NotCommitted(f"the commit did not land: {failed}") from failed
+        ours = len(rows) == len(stored_events) and all(
+            row["topic"] == event.topic and bytes(row["state"]) == event.state
+            for row, event in zip(rows, stored_events, strict=False)
+        )
+        if not ours:
+            raise IntegrityError("another command saved these versions first")
+        log.warning("a commit whose answer was lost had landed (%s): answered as done", failed)
+        return [row["notification_id"] for row in rows]
+
+    @staticmethod
+    def _end_session(conn: Any, session: tuple[int, Any] | None) -> bool:
+        """End the server's session of a lost connection, waiting for it to be gone, so that a
+        commit still in flight there cannot land after the store was looked at. True when it
+        is gone (or was already)."""
+        if session is None:
+            return False
+        row = conn.execute(
+            "SELECT pg_terminate_backend(pid, %s) AS ended FROM pg_stat_activity"
+            " WHERE pid = %s AND backend_start = %s",
+            [END_SESSION_MS, *session],
+        ).fetchone()
+        return row is None or bool(row["ended"])
 
     def _fetch_ids_after_insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any

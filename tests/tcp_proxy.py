@@ -3,6 +3,10 @@ without stopping the database everyone else uses.
 
 Cut: every open connection is closed and new ones are accepted and closed at once (as a
 PostgreSQL that went away looks to its clients). Restored: connections are forwarded again.
+Black hole: nothing is forwarded either way and nothing is closed (a host that stopped
+answering), until restored. Cut at a commit: the next client message that holds COMMIT is
+forwarded (or not) and that connection is closed at once, before the server's answer can reach
+the client: a commit that landed (or did not) whose answer was lost.
 """
 
 from __future__ import annotations
@@ -10,6 +14,9 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+
+SYNC = b"S\x00\x00\x00\x04"
+"""PostgreSQL's Sync message: the end of an extended-protocol batch (a pipelined COMMIT's)."""
 
 
 class TcpProxy:
@@ -21,6 +28,11 @@ class TcpProxy:
         self._open: set[socket.socket] = set()
         self._up = True
         self._closed = False
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._at_commit: bool | None = None  # armed: whether to deliver the COMMIT first
+        self._answering: dict[socket.socket, threading.Event] = {}  # upstream: its answer came
+        self.commits_cut = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     def cut(self) -> None:
@@ -33,6 +45,17 @@ class TcpProxy:
     def restore(self) -> None:
         with self._lock:
             self._up = True
+        self._flowing.set()
+
+    def black_hole(self) -> None:
+        """Stop forwarding anything, closing nothing, until `restore`."""
+        self._flowing.clear()
+
+    def cut_at_commit(self, deliver: bool) -> None:
+        """Close the connection that next sends COMMIT, right after forwarding it (`deliver`)
+        or instead of forwarding it."""
+        with self._lock:
+            self._at_commit = deliver
 
     def close(self) -> None:
         self._closed = True
@@ -59,17 +82,50 @@ class TcpProxy:
             with self._lock:
                 self._open.update((client, upstream))
             for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+                threading.Thread(
+                    target=self._pipe, args=(source, sink, source is client), daemon=True
+                ).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, from_client: bool) -> None:
         try:
             while data := source.recv(65536):
+                if (answered := self._answering.pop(source, None)) is not None:
+                    answered.set()
+                self._flowing.wait()
+                if from_client and b"COMMIT" in data and self._commit_cut(data, source, sink):
+                    return  # the server's side closes when its answer finds the client gone
                 sink.sendall(data)
         except OSError:
             pass
+        _close(source)
+        _close(sink)
+
+    def _commit_cut(self, data: bytes, client: socket.socket, upstream: socket.socket) -> bool:
+        """If armed, disarm and cut this connection at its COMMIT: True when the pipe is to
+        close. Delivering, every answer is held meanwhile and the client's side closes once the
+        server has answered the COMMIT (and its Sync), so the commit has landed and its answer
+        never reaches the client; not delivering, both sides close with the COMMIT unsent."""
+        with self._lock:
+            deliver, self._at_commit = self._at_commit, None
+            if deliver is None:
+                return False
+            self.commits_cut += 1
+        if not deliver:
+            _close(client)
+            _close(upstream)
+            return True
+        answered = self._answering[upstream] = threading.Event()
+        self._flowing.clear()
+        try:
+            upstream.sendall(data)
+            pending = data[data.index(b"COMMIT") :]
+            while SYNC not in pending and (pending := client.recv(65536)):
+                upstream.sendall(pending)
+            answered.wait(10)  # the server has committed: its answer is here, held
+            _close(client)
         finally:
-            _close(source)
-            _close(sink)
+            self._flowing.set()
+        return True
 
 
 def _close(sock: socket.socket) -> None:

@@ -12,7 +12,7 @@ from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
-from titen.storage.outages import CANDIDATES, is_outage
+from titen.storage.outages import CANDIDATES, OutcomeUnknown, is_outage
 
 log = logging.getLogger("titen.api")
 
@@ -117,6 +117,12 @@ def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
         str(exc).splitlines()[0] if str(exc) else "",
         extra={"fields": {"request_id": request_id(req)}},
     )
+    if isinstance(exc, OutcomeUnknown):
+        raise error(
+            503,
+            "The database stopped answering while this change was being saved, and could not "
+            "tell whether it was; retry with the same Idempotency-Key to learn its outcome.",
+        )
     raise error(503, OUTAGE)
 
 
