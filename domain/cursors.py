@@ -4,8 +4,15 @@ One encoding for every place that hands a position out: list pages, the event lo
 and `next_cursor`, and the CloudEvents that webhooks and the relay deliver. Reading one back
 strictly is the REST edge's job (api/rest/paging.py).
 
-Version 2, made since cursors are sealed: a version byte, then the position's 8 bytes and 8 zero
-check bytes encrypted as one AES-256 block under a key of the store's (service/store_secret.py),
+Version 3, made now: a version byte, then one AES-256 block that encrypts the position's 8
+bytes, a purpose byte (1: a log position, 2: another counter: a resource's audit, the webhook
+list, delivery attempts) and 7 zero check bytes. The purpose seals the two apart: a counter's
+cursor is no log position (an audit cursor given as the event log's `after` would otherwise
+read the log from a number the caller never saw), and a log cursor is no counter's.
+
+Version 2, made by the previous release: the same block with 8 zero check bytes and no purpose,
+still accepted wherever it was (as a log position or a counter's), since clients hold them.
+Its block was encrypted under a key of the store's (service/store_secret.py),
 in URL-safe base64 (23 characters). The log position is global, so in the clear (version 1) it
 let one organization count every organization's events between two of its own; sealed, a cursor
 says nothing of the position, not even how far apart two are. A changed or made-up cursor
@@ -29,6 +36,11 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 UNSEALED = 1
 SEALED = 2
+"""Sealed without a purpose: the previous release's cursors, read back only."""
+TAGGED = 3
+LOG, COUNTER = 1, 2
+"""Purpose bytes; neither is 0, so no version 3 block is a version 2 block under another
+version byte (one spelling per cursor)."""
 MAX_POSITION = 2**63 - 1
 """Positions are signed 64-bit integers in both stores: a cursor beyond is no cursor we made."""
 CHECK = bytes(8)
@@ -42,10 +54,18 @@ class Cursors:
         self._cipher = Cipher(algorithms.AES(key), modes.ECB())
         self.unsealed_until = unsealed_until
 
-    def seal(self, position: int) -> str:
+    def seal(self, position: int, *, of_log: bool = True) -> str:
+        """The cursor of a log position or (`of_log` False) of another counter's."""
+        plain = position.to_bytes(8, "big") + _purpose(of_log) + CHECK[1:]
+        return _text(bytes([TAGGED]) + self._block(plain))
+
+    def _sealed_untagged(self, position: int) -> str:
+        """A version 2 cursor, as the previous release sealed them."""
+        return _text(bytes([SEALED]) + self._block(position.to_bytes(8, "big") + CHECK))
+
+    def _block(self, plain: bytes) -> bytes:
         encryptor = self._cipher.encryptor()
-        block = encryptor.update(position.to_bytes(8, "big") + CHECK) + encryptor.finalize()
-        return _text(bytes([SEALED]) + block)
+        return encryptor.update(plain) + encryptor.finalize()
 
     def open(self, cursor: str, *, of_log: bool = True) -> int | None:
         """The position a cursor stands for, or None when it is no cursor of this store.
@@ -59,17 +79,24 @@ class Cursors:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         except (binascii.Error, ValueError):
             return None
-        sealed = len(raw) == 17 and raw[0] == SEALED
-        if sealed:
-            position = self._opened(raw[1:])
+        version = raw[0] if len(raw) == 17 and raw[0] in (SEALED, TAGGED) else UNSEALED
+        if version == TAGGED:
+            position = self._opened(raw[1:], _purpose(of_log) + CHECK[1:])
+        elif version == SEALED:
+            position = self._opened(raw[1:], CHECK)
         else:
             position = _unsealed(raw)
             if position is not None and position > self._unsealed_limit(of_log):
                 return None
         if position is None or not 0 <= position <= MAX_POSITION:
             return None
-        made = self.seal(position) if sealed else unsealed_cursor(position)
-        return position if made == cursor else None  # one spelling per cursor
+        if version == TAGGED:
+            spelled = self.seal(position, of_log=of_log)
+        elif version == SEALED:
+            spelled = self._sealed_untagged(position)
+        else:
+            spelled = unsealed_cursor(position)
+        return position if spelled == cursor else None  # one spelling per cursor
 
     def _unsealed_limit(self, of_log: bool) -> int:
         """The largest version 1 cursor taken (0, the start, tells nothing and always is)."""
@@ -77,12 +104,17 @@ class Cursors:
             return self.unsealed_until
         return MAX_POSITION
 
-    def _opened(self, block: bytes) -> int | None:
+    def _opened(self, block: bytes, check: bytes) -> int | None:
+        """The position in a sealed block whose last 8 bytes are `check`, else None."""
         decryptor = self._cipher.decryptor()
         plain = decryptor.update(block) + decryptor.finalize()
-        if plain[8:] != CHECK:
+        if plain[8:] != check:
             return None
         return int.from_bytes(plain[:8], "big")
+
+
+def _purpose(of_log: bool) -> bytes:
+    return bytes([LOG if of_log else COUNTER])
 
 
 def unsealed_cursor(position: int) -> str:

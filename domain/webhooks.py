@@ -54,8 +54,16 @@ def parse_target(url: str) -> Target:
         raise InvalidField("url", "url must name a host.")
     if parts.username is not None or parts.password is not None:
         raise InvalidField("url", "url must not carry credentials.")
-    if any(c.isspace() or ord(c) < 0x20 for c in url):
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
         raise InvalidField("url", "url must not contain spaces or control characters.")
+    if not url.isascii():
+        # The request line and Host header are sent as ASCII: refusing here, not at every
+        # delivery, keeps a URL that could never be sent from being accepted.
+        raise InvalidField(
+            "url",
+            "url must be ASCII: percent-encode other characters in the path and query, and give"
+            " an international host name in its xn-- form.",
+        )
     return Target(
         url=url,
         scheme=parts.scheme,
@@ -70,21 +78,36 @@ def _request_path(parts: SplitResult) -> str:
     return f"{path}?{parts.query}" if parts.query else path
 
 
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+"""Prefixes whose last 32 bits are an IPv4 address a NAT64 gateway forwards to."""
+
+
 def forbidden_address(address: str) -> bool:
     """Whether an address is one a webhook must not reach unless private targets are allowed:
-    loopback, private, link-local, multicast, unspecified or reserved (IPv4-mapped IPv6 judged
-    as the IPv4 address it maps)."""
+    any address that is not globally reachable (Python's `is_global`: loopback, private,
+    carrier-grade NAT, link-local, documentation...), multicast, reserved (the deprecated
+    IPv4-compatible ::a.b.c.d among them), IPv6 site-local, and
+    any IPv6 address whose embedded IPv4 address (6to4, Teredo, NAT64) is one: those forms reach
+    the IPv4 address they carry. An IPv4-mapped address is judged as the IPv4 address."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return (
-        ip.is_loopback
-        or ip.is_private
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_unspecified
-        or ip.is_reserved
-    )
+        ip = ip.ipv4_mapped  # the IPv4 address itself, in an IPv6 socket's spelling
+    return any(_not_global(each) for each in (ip, *_embedded(ip)))
+
+
+def _not_global(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    site_local = isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local
+    return not ip.is_global or ip.is_multicast or ip.is_reserved or site_local
+
+
+def _embedded(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries and leads to."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return []
+    carried = [ip.sixtofour, *(ip.teredo or ())]
+    if any(ip in prefix for prefix in NAT64):
+        carried.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return [each for each in carried if each is not None]
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,10 @@ DUE = (
     "SELECT name FROM {consumers} c WHERE kind = %s AND status = %s"
     " AND next_attempt_at <= %s AND (claimed_until IS NULL OR claimed_until < %s)"
     " AND EXISTS (SELECT 1 FROM {event_log} e WHERE e.organization = c.organization"
-    " AND e.position > c.position) ORDER BY next_attempt_at LIMIT 1"
+    " AND e.position > c.position)"
 )
-"""The due, unclaimed consumer of a kind with events waiting that waited longest."""
+ORDER = " ORDER BY next_attempt_at LIMIT 1"
+"""DUE picks the due, unclaimed consumer of a kind with events waiting that waited longest."""
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS {consumers} ("
     " name TEXT PRIMARY KEY, kind TEXT NOT NULL, organization TEXT,"
@@ -136,19 +137,24 @@ class ConsumerTable:
         rows = self.store.query(statement + " ORDER BY seq DESC LIMIT %s", [*params, limit])
         return [(row["seq"], _attempt(row)) for row in rows]
 
-    def claim_next(self, kind: str, now: float) -> Consumer | None:
-        """Claim a due, unclaimed consumer of `kind` with events waiting, if there is one.
+    def claim_next(self, kind: str, now: float, busy: Sequence[str] = ()) -> Consumer | None:
+        """Claim a due, unclaimed consumer of `kind` with events waiting, if there is one, of
+        an organization not named in `busy`.
 
         One statement picks and claims it. On PostgreSQL the pick skips consumers that another
         worker's claim has locked at that instant, so workers woken together each take a
         different one (or none) without queueing behind each other's row locks. On SQLite a
         read looks first, so that an idle worker never takes the database's write lock."""
-        picking = [kind, ACTIVE, now, now]
-        if self.store.single_writer and not self.store.query(DUE, picking):
+        due = DUE
+        if busy:
+            due += f" AND c.organization NOT IN ({', '.join(['%s'] * len(busy))})"
+        due += ORDER
+        picking = [kind, ACTIVE, now, now, *busy]
+        if self.store.single_writer and not self.store.query(due, picking):
             return None
         rows = self.store.change(
             "UPDATE {consumers} SET claimed_by = %s, claimed_until = %s"
-            f" WHERE name = ({DUE}{self.store.skip_locked}) AND status = %s"
+            f" WHERE name = ({due}{self.store.skip_locked}) AND status = %s"
             " AND next_attempt_at <= %s AND (claimed_until IS NULL OR claimed_until < %s)"
             " RETURNING *",
             [self.owner, now + CLAIM_SECONDS, *picking, ACTIVE, now, now],

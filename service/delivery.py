@@ -24,7 +24,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from titen.projections.event_log import EventLog, Published
 from titen.service.consumer_table import ConsumerTable, Progress, as_consumer
@@ -42,13 +44,30 @@ class Delivery:
         self.table = table
         self.log = log
         self.now = now
-        self._holding = 0
-        """Claims this process's workers hold: the heartbeat writes nothing while there are none."""
+        self._held: dict[str, str | None] = {}
+        """The consumers this process's workers hold, with their organizations: the heartbeat
+        writes nothing while there are none, and a claim skips an organization holding its cap."""
         self._holding_lock = threading.Lock()
+        self._claiming = threading.Lock()
 
-    def claim_next(self, kind: str) -> Consumer | None:
-        """Claim a due, unclaimed consumer of `kind` with events waiting, if there is one."""
-        return self._claimed(self.table.claim_next(kind, self.now()))
+    def claim_next(self, kind: str, per_organization: int | None = None) -> Consumer | None:
+        """Claim a due, unclaimed consumer of `kind` with events waiting, if there is one, of
+        an organization whose consumers this process holds fewer than `per_organization` of.
+
+        The cap keeps one organization's slow receivers from taking every worker; claims are
+        made one at a time in a process (a ring wakes one worker at a time anyway), so the
+        count a claim checks is the count it changes."""
+        with self._claiming:
+            busy = self._busy(per_organization)
+            return self._claimed(self.table.claim_next(kind, self.now(), busy))
+
+    def _busy(self, per_organization: int | None) -> list[str]:
+        """The organizations at their cap of consumers held here."""
+        if per_organization is None:
+            return []
+        with self._holding_lock:
+            held = Counter(org for org in self._held.values() if org is not None)
+        return sorted(org for org, count in held.items() if count >= per_organization)
 
     def claim(self, name: str) -> Consumer | None:
         """Claim one consumer if it is active, due, and nobody holds it (this process's other
@@ -58,22 +77,23 @@ class Delivery:
     def _claimed(self, consumer: Consumer | None) -> Consumer | None:
         """The consumer a claim returned, counted among this process's claims."""
         if consumer is not None:
-            self._count(+1)
+            with self._holding_lock:
+                self._held[consumer.name] = consumer.organization
         return consumer
 
     def release(self, name: str) -> None:
         """Let go of a claim a worker still holds (drain says whether it does)."""
-        self._count(-1)
+        self._let_go(name)
         self.table.release(name)
 
-    def _count(self, change: int) -> None:
+    def _let_go(self, name: str) -> None:
         with self._holding_lock:
-            self._holding += change
+            self._held.pop(name, None)
 
     def heartbeat(self) -> None:
         """Extend every claim this process holds (no write at all while it holds none)."""
         with self._holding_lock:
-            if not self._holding:
+            if not self._held:
                 return
         self.table.extend(self.now())
 
@@ -164,10 +184,21 @@ class Delivery:
             delivered=delivered,
             last_error=error,
         )
-        row = self.table.record(consumer.name, progress, attempt, let_go=failed, done=done)
+        try:
+            row = self.table.record(consumer.name, progress, attempt, let_go=failed, done=done)
+        except Exception:
+            if attempt is None or attempt.response_excerpt is None:
+                raise
+            # What the receiver answered is the one part of a record that comes from outside:
+            # the hand-over is recorded without it rather than repeated because of it.
+            log.exception(
+                "recording %s's attempt failed; recording it without the answer", consumer.name
+            )
+            bare = replace(attempt, response_excerpt=None)
+            row = self.table.record(consumer.name, progress, bare, let_go=failed, done=done)
         if row and status == FAILING:
             log.warning("%s failed its whole retry schedule; marked failing", consumer.name)
         if not row or row["claimed_by"] is None:
-            self._count(-1)
+            self._let_go(consumer.name)
             return None
         return as_consumer(row)

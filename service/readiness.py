@@ -45,6 +45,17 @@ class Report:
     def ready(self) -> bool:
         return self.database == "ok" and not self.failures
 
+    def reasons(self) -> list[str]:
+        """What is wrong, in words anyone may read: no positions, counts or error texts (a
+        position polled without a key would count every organization's events)."""
+        if self.database != "ok":
+            return ["the database does not answer"]
+        return [
+            f"read model {f.projection} failed on an event; repair it with"
+            f" `titen projections rebuild {f.projection}`"
+            for f in self.failures
+        ]
+
     def problems(self) -> list[str]:
         """What is wrong, in words, for the operator reading /readyz."""
         if self.database != "ok":

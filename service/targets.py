@@ -1,4 +1,4 @@
-"""Where a webhook may send: the host's addresses, each checked against the private ranges.
+"""Where a webhook may send: the host's addresses, each one required to be public.
 
 Resolution happens at creation and again before every delivery (DNS may change), and a delivery
 connects to the very address that was checked, so a name that resolves to a public address for
@@ -29,19 +29,25 @@ class Targets:
 
     def addresses(self, target: Target) -> list[str]:
         """The addresses to connect to, in the resolver's order; TargetRefused if none may be
-        used. One forbidden address refuses the host: it could be the one connected to."""
+        used. One forbidden address refuses the host: it could be the one connected to.
+
+        A host that does not resolve and one that resolves to a forbidden address are refused
+        in the same words, naming no address: telling them apart, or naming what an internal
+        name resolves to, would map the network behind this service for whoever registers."""
         try:
             found = self._resolve(target.host, target.port, type=socket.SOCK_STREAM)
         except (OSError, UnicodeError):
-            raise TargetRefused(f"url host {target.host} does not resolve.") from None
+            raise TargetRefused(_refusal(target)) from None
         addresses = list(dict.fromkeys(info[4][0] for info in found))
         if not addresses:
-            raise TargetRefused(f"url host {target.host} does not resolve.")
-        if not self.allow_private:
-            refused = [a for a in addresses if forbidden_address(a)]
-            if refused:
-                raise TargetRefused(
-                    f"url host {target.host} resolves to {refused[0]}, a loopback, private,"
-                    " link-local or multicast address; webhooks may not target it."
-                )
+            raise TargetRefused(_refusal(target))
+        if not self.allow_private and any(forbidden_address(a) for a in addresses):
+            raise TargetRefused(_refusal(target))
         return addresses
+
+
+def _refusal(target: Target) -> str:
+    return (
+        f"url host {target.host} is not allowed: webhooks may only target hosts that resolve"
+        " to public internet addresses."
+    )

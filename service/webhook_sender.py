@@ -9,6 +9,7 @@ that with a two-line `connect`, and follows nothing.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import hmac
 import http.client
@@ -30,6 +31,7 @@ from titen.domain.webhooks import (
 from titen.projections.event_log import Published
 from titen.service import metrics
 from titen.service.consumers import Attempt, Consumer, Outcome
+from titen.service.deadline import Deadline
 from titen.service.targets import TargetRefused, Targets
 from titen.service.webhooks import KIND, Webhook, Webhooks
 
@@ -97,18 +99,20 @@ class _Subscription:
         attempted_at = iso(self.sender.clock.now())
         started = time.monotonic()
         status, excerpt, error, outcome = None, None, None, "delivered"
+        deadline = Deadline(self.sender.timeout)
         try:
             addresses = self.sender.targets.addresses(self.webhook.target)
-            status, excerpt = _post(self.webhook.target, addresses, body, headers, self.sender)
+            with deadline:
+                answer = _post(self.webhook.target, addresses, body, headers, deadline)
+            if deadline.passed:  # cut short: http.client may take what it read for an answer
+                raise TimeoutError
+            status, excerpt = answer
         except TargetRefused as refused:
             error, outcome = str(refused), "refused"
-        except (OSError, http.client.HTTPException) as failed:
-            error = _describe(failed)
-            outcome = "timeout" if isinstance(failed, TimeoutError) else "unreachable"
+        except Exception as failed:  # every failure is a recorded attempt
+            error, outcome = _describe(failed, deadline)
         elapsed = time.monotonic() - started
-        if error is None and elapsed > self.sender.timeout:
-            error, outcome = f"no answer within {self.sender.timeout:g} s", "timeout"
-        elif status is not None and not 200 <= status < 300:  # an answer came: error is None
+        if status is not None and not 200 <= status < 300:  # an answer came: error is None
             error, outcome = f"HTTP {status}", "rejected"
         metrics.WEBHOOK_DELIVERIES.labels(outcome).inc()
         record = Attempt(
@@ -123,13 +127,20 @@ class _Subscription:
         return Outcome(delivered=0 if error else 1, attempt=record)
 
 
+def printable(text: str) -> str:
+    """`text` with every character that is not printable (NUL and other control characters, but
+    not newlines and tabs) replaced by U+FFFD: what a receiver answers is shown and stored as
+    text, and PostgreSQL refuses NUL in text outright."""
+    return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
+
+
 def _post(
-    target: Target, addresses: list[str], body: bytes, headers: dict, sender: WebhookSender
+    target: Target, addresses: list[str], body: bytes, headers: dict, deadline: Deadline
 ) -> tuple[int, str]:
     """POST to the first address that accepts a connection; the status and a response excerpt."""
     last: OSError | None = None
     for address in addresses:
-        conn = _connection(target, address, sender.timeout)
+        conn = _connection(target, address, deadline)
         try:
             try:
                 conn.connect()
@@ -139,7 +150,7 @@ def _post(
             conn.request("POST", target.path, body=body, headers=headers)
             response = conn.getresponse()
             excerpt = response.read(RESPONSE_EXCERPT_BYTES)
-            return response.status, excerpt.decode("utf-8", errors="replace")
+            return response.status, printable(excerpt.decode("utf-8", errors="replace"))
         finally:
             conn.close()
     raise last or OSError("no address to connect to")
@@ -148,33 +159,64 @@ def _post(
 class _Pinned(http.client.HTTPConnection):
     """HTTP to a checked address, with the URL's host in the Host header."""
 
-    def __init__(self, host: str, port: int, address: str, timeout: float):
-        super().__init__(host, port, timeout=timeout)
+    def __init__(self, host: str, port: int, address: str, deadline: Deadline):
+        super().__init__(host, port, timeout=deadline.seconds)
         self.address = address
+        self.deadline = deadline
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.sock = socket.create_connection((self.address, self.port), self.deadline.left())
+        self.deadline.watch(self.sock)
 
 
 class _PinnedTLS(http.client.HTTPSConnection):
     """HTTPS to a checked address, the certificate verified for the URL's host."""
 
-    def __init__(self, host: str, port: int, address: str, timeout: float):
+    def __init__(self, host: str, port: int, address: str, deadline: Deadline):
         self.tls = ssl.create_default_context()
-        super().__init__(host, port, timeout=timeout, context=self.tls)
+        super().__init__(host, port, timeout=deadline.seconds, context=self.tls)
         self.address = address
+        self.deadline = deadline
 
     def connect(self) -> None:
-        sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        sock = socket.create_connection((self.address, self.port), self.deadline.left())
+        self.deadline.watch(sock)
+        # The handshake runs after the TLS socket is watched, so the deadline covers it too.
+        self.sock = self.tls.wrap_socket(
+            sock, server_hostname=self.host, do_handshake_on_connect=False
+        )
+        self.deadline.watch(self.sock)
+        self.sock.do_handshake()
 
 
-def _connection(target: Target, address: str, timeout: float) -> http.client.HTTPConnection:
+def _connection(target: Target, address: str, deadline: Deadline) -> http.client.HTTPConnection:
     kind = _PinnedTLS if target.scheme == "https" else _Pinned
-    return kind(target.host, target.port, address, timeout)
+    return kind(target.host, target.port, address, deadline)
 
 
-def _describe(failed: Exception) -> str:
-    if isinstance(failed, TimeoutError | socket.timeout):
-        return "timed out"
-    return f"{type(failed).__name__}: {failed}".rstrip(": ")
+def _describe(failed: Exception, deadline: Deadline) -> tuple[str, str]:
+    """The recorded error and the metric's outcome for a failed attempt: the kind of failure in
+    this service's words, never the receiver's bytes (a banner in an error would make webhooks
+    a port prober)."""
+    if deadline.passed or isinstance(failed, TimeoutError):
+        return f"no answer within {deadline.seconds:g} s", "timeout"
+    for kinds, words in _FAILURES:
+        if isinstance(failed, kinds):
+            return words, "unreachable"
+    name = errno.errorcode.get(failed.errno or 0) if isinstance(failed, OSError) else None
+    if name is not None:
+        return f"network error ({name})", "unreachable"
+    return f"failed ({type(failed).__name__})", "unreachable"
+
+
+_FAILURES: tuple[tuple[type[Exception] | tuple[type[Exception], ...], str], ...] = (
+    (ConnectionRefusedError, "connection refused"),
+    (http.client.RemoteDisconnected, "connection closed before an answer"),
+    ((ConnectionResetError, BrokenPipeError), "connection reset"),
+    (ssl.SSLCertVerificationError, "TLS certificate not valid for the host"),
+    (ssl.SSLError, "TLS failed"),
+    (http.client.IncompleteRead, "answer cut short"),
+    (http.client.HTTPException, "not an HTTP answer"),
+    (UnicodeError, "url cannot be sent as given"),
+)
+"""Failures by kind, most specific first."""

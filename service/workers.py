@@ -20,6 +20,13 @@ IDLE_POLL_SECONDS = 0.25
 """How often an idle worker looks for retries that came due (new events wake it at once)."""
 
 
+def per_organization(workers: int) -> int:
+    """How many of a process's workers one organization's consumers may hold at once: all but
+    one, so that another organization's delivery always finds a worker free, however slow one
+    organization's receivers are (docs/webhooks.md, "Deadlines and fairness")."""
+    return max(1, workers - 1)
+
+
 class Workers:
     """Threads that claim due consumers and drain them, plus the heartbeat for their claims."""
 
@@ -34,7 +41,8 @@ class Workers:
         self.delivery = delivery
         self.sink = sink
         self.signal = signal
-        self.claim = claim or (lambda: delivery.claim_next(sink.kind))
+        cap = per_organization(count)
+        self.claim = claim or (lambda: delivery.claim_next(sink.kind, cap))
         self.stopping = threading.Event()
         self._threads = [
             threading.Thread(target=self._work, name=f"{sink.kind}-{i}", daemon=True)

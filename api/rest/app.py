@@ -106,7 +106,7 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
     webhooks = services.webhooks
     return {
         Health: Health(),
-        Ready: Ready(services.readiness),
+        Ready: Ready(services.readiness, services.keys),
         OpenAPIDocument: OpenAPIDocument(openapi()),
         Docs: Docs(),
         Leases: Leases(services.leases, idempotency),

@@ -113,7 +113,7 @@ class AuditResource:
         resp.media = {
             "data": {
                 **page.data,
-                "next_cursor": None if resume is None else encode_cursor(req, resume),
+                "next_cursor": None if resume is None else encode_cursor(req, resume, of_log=False),
             }
         }
 

@@ -54,20 +54,25 @@ class Authentication:
         req.context.key_hash = hashed
 
     def _by_key(self, header: str) -> tuple[Principal, str]:
-        scheme, _, key = header.partition(" ")
-        if scheme.lower() != "bearer":
-            raise error(401)
-        hashed = key_hash(key.strip())
-        principal = self.keys.authenticate_hash(hashed)
-        if principal is None:
-            raise error(401)
-        return principal, hashed
+        return by_key(self.keys, header)
 
     def _by_ticket(self, req: falcon.Request) -> tuple[Principal, str]:
         redeemed = self.tickets.redeem(single(req.params, TICKET) or "")
         if redeemed is None:
             raise error(401, BAD_TICKET)
         return redeemed.principal, redeemed.key_hash
+
+
+def by_key(keys: Keys, header: str) -> tuple[Principal, str]:
+    """The principal of a `Bearer` Authorization header and its key's hash; 401 otherwise."""
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer":
+        raise error(401)
+    hashed = key_hash(key.strip())
+    principal = keys.authenticate_hash(hashed)
+    if principal is None:
+        raise error(401)
+    return principal, hashed
 
 
 def principal_of(req: falcon.Request) -> Principal:

@@ -8,8 +8,10 @@ files. What waitress does not offer is added in small subclasses:
 - `Channel` closes a connection that has not sent a complete request head within
   `request_head_timeout` seconds of opening it (or of sending the first byte of a later
   request on it), so trickling one header line at a time holds nothing for long;
-- `BoundedRequest` refuses a body over `MAX_BODY_BYTES` (declared, or chunked as it arrives)
-  having read no more than that, where waitress would spool up to 1 GiB to a file first;
+- `BoundedRequest` refuses obs-fold header lines and a request framed by both Content-Length
+  and Transfer-Encoding (400, connection closed), and a body over `MAX_BODY_BYTES` (declared,
+  or chunked as it arrives) having read no more than that, where waitress would spool up to
+  1 GiB to a file first;
 - `EnvelopeError` answers waitress's own refusals (400, 413, 431, 500) in the JSON envelope,
   then lets the client finish sending before closing (a close with unread input resets the
   connection, and the client may lose the answer it was about to read);
@@ -36,7 +38,7 @@ from typing import Any
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
-from waitress.parser import HTTPRequestParser
+from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import RequestEntityTooLarge
@@ -75,6 +77,19 @@ class BoundedRequest(HTTPRequestParser):
     """
 
     completed: bool  # waitress's: the request has been read whole (or refused)
+
+    def parse_header(self, header_plus: bytes) -> None:
+        """Waitress's parse, refusing (400, and the connection closed after the answer) what
+        RFC 9112 leaves a server no safe reading of: a header line folded onto the one before
+        (obs-fold, §5.2) and a body framed both by Content-Length and Transfer-Encoding (§6.1:
+        a proxy in front may have framed it the other way, and read a second, smuggled
+        request from its end)."""
+        if any(line[:1] in (b" ", b"\t") for line in header_plus.split(b"\r\n")[1:]):
+            raise ParsingError("a header line may not continue the one before (obs-fold)")
+        super().parse_header(header_plus)
+        framed = self.chunked or "TRANSFER_ENCODING" in self.headers
+        if framed and "CONTENT_LENGTH" in self.headers:
+            raise ParsingError("a request may not carry both Content-Length and Transfer-Encoding")
 
     def received(self, data: bytes) -> int:
         consumed = super().received(data)

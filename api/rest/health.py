@@ -4,6 +4,11 @@ A load balancer or an orchestrator asks both: /healthz only says the process ans
 touches no database, so a database outage never gets healthy processes restarted), /readyz
 says whether this server can do its work now: the database answers and no read model is stuck.
 /readyz answers the same body either way, 200 or 503, so whoever reads a 503 sees why.
+
+Without a key, /readyz says ready or not and why in words only: the log's position (and each
+read model's) would count every organization's events, and a failure's text may quote one.
+With an operator key it adds the positions, lags and failures (docs/security.md); so does the
+metrics port, for the positions and lags.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import asdict
 
 import falcon
 
+from titen.api.rest.auth import by_key
 from titen.api.rest.contract import (
     INTEGER,
     STRING,
@@ -22,7 +28,11 @@ from titen.api.rest.contract import (
     obj,
     operations,
 )
+from titen.service.keys import Keys
 from titen.service.readiness import Readiness
+
+DETAILS = ("database", "log_position", "projections", "failures")
+"""What /readyz shows only to an operator's key."""
 
 
 class Health:
@@ -43,9 +53,10 @@ class Ready:
     contract = operations(
         get=Operation(
             "getReadiness",
-            "Readiness: the database, each read model's position and lag, and the read models "
-            "that failed on an event; the same body with 503 when the database does not answer "
-            "or a read model has a recorded failure.",
+            "Readiness: ready or unavailable and why in words; with an operator key also the "
+            "database, each read model's position and lag, and the read models that failed on "
+            "an event. The same body with 503 when the database does not answer or a read model "
+            "has a recorded failure.",
             answer=answers(
                 obj(
                     {
@@ -68,7 +79,8 @@ class Ready:
                             ),
                         },
                         "problems": array(STRING),
-                    }
+                    },
+                    optional=DETAILS,
                 )
             ),
             also=(503,),
@@ -76,15 +88,21 @@ class Ready:
         )
     )
 
-    def __init__(self, readiness: Readiness):
+    def __init__(self, readiness: Readiness, keys: Keys):
         self.readiness = readiness
+        self.keys = keys
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        operator = self._operator(req)  # a key sent must be valid, as on every route
         report = self.readiness.check()
         resp.status = falcon.HTTP_200 if report.ready else falcon.HTTP_503
+        status = "ready" if report.ready else "unavailable"
+        if not operator:
+            resp.media = {"data": {"status": status, "problems": report.reasons()}}
+            return
         resp.media = {
             "data": {
-                "status": "ready" if report.ready else "unavailable",
+                "status": status,
                 "database": report.database,
                 "log_position": report.log_position,
                 "projections": {name: asdict(state) for name, state in report.projections.items()},
@@ -100,3 +118,16 @@ class Ready:
                 "problems": report.problems(),
             }
         }
+
+    def _operator(self, req: falcon.Request) -> bool:
+        """Whether the request carries an operator's key (401 for a key that is not valid)."""
+        header = req.get_header("Authorization")
+        if header is None:
+            return False
+        try:
+            principal, _ = by_key(self.keys, header)
+        except falcon.HTTPError:
+            raise
+        except Exception:  # the database is down: say so, as to anyone
+            return False
+        return principal.is_operator

@@ -86,12 +86,14 @@ class Idempotency:
         status: int,
         command: Callable[[Keep[T] | None], T],
         render: Callable[[T], dict[str, Any]],
+        kept: Callable[[T], dict[str, Any]] | None = None,
     ) -> None:
         """Answer `req` with `status` and `render(command(keep))`, or replay a stored answer.
 
         `command` runs at most once, and only if no answer is stored for the request's key;
         it passes `keep` on to the service, which stores `keep(result)` with its events.
-        """
+        `kept` renders what is stored and replayed, when that must be less than the first
+        answer (a secret is answered once and never stored)."""
         key = req.get_header(HEADER)
         if key is None:
             _answer(resp, status, render(command(None)))
@@ -112,7 +114,7 @@ class Idempotency:
                 return
 
             def keep(value: T) -> Kept:
-                return Kept(scope, Answer(print_, status, json.dumps(render(value))))
+                return Kept(scope, Answer(print_, status, json.dumps((kept or render)(value))))
 
             try:
                 value = command(keep)
@@ -128,6 +130,7 @@ class Idempotency:
                 _replay(resp, stored, print_)
                 return
             _answer_text(resp, status, json.dumps(render(value)))  # as a replay will send it
+            # (less what `kept` leaves out)
         finally:
             with self._lock:
                 del self._flights[scope]

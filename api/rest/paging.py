@@ -93,9 +93,10 @@ def decode_cursor(
     return position
 
 
-def encode_cursor(req: falcon.Request, position: int) -> str:
-    """The cursor to resume after `position`, sealed with the store's key."""
-    return req.context.cursors.seal(position)
+def encode_cursor(req: falcon.Request, position: int, *, of_log: bool = True) -> str:
+    """The cursor to resume after `position`, sealed with the store's key (`of_log`: as a log
+    position, else as another counter's: see `Cursors.seal`)."""
+    return req.context.cursors.seal(position, of_log=of_log)
 
 
 ASCII_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")

@@ -57,8 +57,9 @@ WEBHOOK_FIELDS = {
 }
 WEBHOOK = obj(WEBHOOK_FIELDS)
 """A subscription as every route shows it: never with its secret..."""
-WITH_SECRET = obj({**WEBHOOK_FIELDS, "secret": STRING})
-"""...except in the answers to create and rotate-secret, once."""
+WITH_SECRET = obj({**WEBHOOK_FIELDS, "secret": STRING}, optional=("secret",))
+"""...except in the answers to create and rotate-secret, once: a replay of one (the same
+Idempotency-Key) answers without it, since secrets are not stored with answers."""
 ATTEMPT = obj(
     {
         "event_id": STRING,
@@ -111,6 +112,7 @@ class WebhookList:
                 keep=keep,
             ),
             with_secret,
+            without_secret,
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -121,7 +123,7 @@ class WebhookList:
         resp.media = {
             "data": {
                 "webhooks": [webhook.public() for webhook in shown],
-                "next_cursor": encode_cursor(req, shown[-1].seq) if more else None,
+                "next_cursor": encode_cursor(req, shown[-1].seq, of_log=False) if more else None,
             }
         }
 
@@ -176,6 +178,7 @@ class WebhookSecret:
             200,
             lambda caller, _, keep: self.webhooks.rotate_secret(caller, webhook_id, keep=keep),
             with_secret,
+            without_secret,
         )
 
 
@@ -239,6 +242,13 @@ class WebhookDeliveries:
         resp.media = {
             "data": {
                 "deliveries": [asdict(attempt) for _, attempt in shown],
-                "next_cursor": encode_cursor(req, shown[-1][0]) if more else None,
+                "next_cursor": encode_cursor(req, shown[-1][0], of_log=False) if more else None,
             }
         }
+
+
+def without_secret(created: tuple[Webhook, str]) -> dict[str, Any]:
+    """What is stored to replay that answer: the subscription without its secret, which would
+    otherwise lie in the answers table for a day and be replayed after a rotation or delete."""
+    webhook, _ = created
+    return {"data": webhook.public()}

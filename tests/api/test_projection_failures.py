@@ -32,7 +32,7 @@ def forget_published(services, handoff_id: str) -> None:
 
 
 def test_a_failing_read_model_fails_the_command_shows_in_readyz_until_rebuilt(
-    client, services, sender, reviewer, caplog
+    client, services, sender, reviewer, ops, caplog
 ):
     handoff_id = handoff(client, sender)
     forget_published(services, handoff_id)
@@ -47,7 +47,7 @@ def test_a_failing_read_model_fails_the_command_shows_in_readyz_until_rebuilt(
     assert logged.fields["event_type"] == "handoff.accepted"
     assert logged.fields["position"] > before
     assert logged.exc_info[0] is IndexError
-    ready = client.simulate_get("/readyz")
+    ready = client.simulate_get("/readyz", headers=bearer(ops))
     assert ready.status_code == 503
     data = ready.json["data"]
     assert data["status"] == "unavailable" and data["database"] == "ok"
@@ -58,19 +58,27 @@ def test_a_failing_read_model_fails_the_command_shows_in_readyz_until_rebuilt(
     [problem] = data["problems"]
     assert problem.startswith(f"event_log: failed on log position {failure['position']}")
     assert "titen projections rebuild event_log" in problem
+    public = client.simulate_get("/readyz").json["data"]  # words only, no position or text
+    assert public == {
+        "status": "unavailable",
+        "problems": [
+            "read model event_log failed on an event; repair it with"
+            " `titen projections rebuild event_log`"
+        ],
+    }
     assert set(data["projections"]) == set(services.projector.projections)
 
     assert services.projector.verify("event_log") is not None  # the rows differ: not cleared
-    assert client.simulate_get("/readyz").status_code == 503
+    assert client.simulate_get("/readyz", headers=bearer(ops)).status_code == 503
     services.projector.rebuild("event_log")
-    ready = client.simulate_get("/readyz")
+    ready = client.simulate_get("/readyz", headers=bearer(ops))
     assert ready.status_code == 200
     assert ready.json["data"]["failures"] == {} and ready.json["data"]["problems"] == []
     assert resolve(client, reviewer, handoff_id).status_code == 200
 
 
 def test_a_verification_that_finds_the_rows_equal_to_the_log_clears_a_failure(
-    client, services, sender, reviewer, monkeypatch
+    client, services, sender, reviewer, ops, monkeypatch
 ):
     inbox = services.projector.projections["handoff_inbox"]
 
@@ -85,11 +93,11 @@ def test_a_verification_that_finds_the_rows_equal_to_the_log_clears_a_failure(
     # An error raised by Python code, not the database, rolls back too (PostgreSQL's recorder).
     assert services.app.recorder.max_notification_id() == before
     monkeypatch.undo()
-    ready = client.simulate_get("/readyz").json["data"]
+    ready = client.simulate_get("/readyz", headers=bearer(ops)).json["data"]
     assert ready["failures"]["handoff_inbox"]["error"] == "RuntimeError: the disk hiccupped"
     assert ready["failures"]["handoff_inbox"]["event_type"] == "handoff.created"
     assert services.projector.verify("handoff_inbox") is None
-    assert client.simulate_get("/readyz").status_code == 200
+    assert client.simulate_get("/readyz", headers=bearer(ops)).status_code == 200
     handoff(client, sender)
 
 

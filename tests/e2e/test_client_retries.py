@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.test_mcp import mcp_session, run, text
-from tests.support import Http, Server, create_key
+from tests.support import Http, Server, create_key, read_http_request
 from titen.client import TitenClient, Unreachable
 
 
@@ -56,17 +56,7 @@ class DroppingProxy:
 
 
 def _read_request(sock: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        body += sock.recv(65536)
+    head, body = read_http_request(sock)
     # One exchange per connection, so the server closes after answering.
     head = b"\r\n".join(
         line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")

@@ -234,3 +234,34 @@ def test_an_oversized_head_sent_slowly_still_gets_its_answer(server):
             answer += data
     got, _, payload = envelope(answer)
     assert (got, payload["error"]["code"]) == (431, "HEADERS_TOO_LARGE")
+
+
+SMUGGLED = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_a_request_framed_twice_is_refused_and_its_connection_closed(server):
+    """Content-Length and Transfer-Encoding both: a proxy reading one framing while the server
+    reads the other would pass a second request through; answered 400, the connection closes
+    before anything after it is read (RFC 9112 section 6.1)."""
+    body = b"0\r\n\r\n" + SMUGGLED
+    head = (
+        b"POST /v1/leases HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n" % len(body)
+    )
+    with connect(server) as sock:
+        sock.sendall(head + body)
+        answer = b""
+        while data := sock.recv(65536):  # until the server closes the connection
+            answer += data
+    status, headers, payload = envelope(answer)
+    assert (status, payload["error"]["code"]) == (400, "VALIDATION_ERROR")
+    assert "Content-Length and Transfer-Encoding" in payload["error"]["message"]
+    assert headers["connection"] == "close"
+    assert answer.count(b"HTTP/1.1") == 1  # the smuggled request was never answered
+
+
+def test_an_obs_fold_header_line_is_refused(server):
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Folded: one\r\n two\r\n\r\n"
+    got, _, payload = envelope(exchange(server, request))
+    assert (got, payload["error"]["code"]) == (400, "VALIDATION_ERROR")
+    assert "obs-fold" in payload["error"]["message"]

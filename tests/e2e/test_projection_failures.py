@@ -21,6 +21,7 @@ from titen.service.bootstrap import bootstrap
 def test_readyz_turns_503_on_a_broken_read_model_and_200_after_a_rebuild(database):
     sender = create_key(database, "acme", "agent_sender")
     reviewer = create_key(database, "acme", "agent_reviewer")
+    ops = create_key(database, "acme", "ops", "operator")
     port = free_port()
     server = Server(database, 2, "--metrics-port", str(port))
     try:
@@ -38,7 +39,7 @@ def test_readyz_turns_503_on_a_broken_read_model_and_200_after_a_rebuild(databas
         resolve = f"/v1/handoffs/{handoff_id}/resolve"
         assert api.request("POST", resolve, {"status": "accepted"}, key=reviewer)[0] == 500
 
-        status, ready = api.request("GET", "/readyz")
+        status, ready = api.request("GET", "/readyz", key=ops)
         assert status == 503
         assert ready["data"]["failures"]["event_log"]["event_type"] == "handoff.accepted"
         metrics = scrape(port)

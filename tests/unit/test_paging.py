@@ -8,6 +8,7 @@ import json
 import falcon
 import falcon.testing
 import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -92,3 +93,29 @@ def test_anything_else_is_a_400(cursor):
         decode_cursor(request(), cursor)
     assert raised.value.status_code == 400
     assert CURSORS.open(cursor, of_log=False) is None
+
+
+def test_a_counters_cursor_is_no_log_cursor_and_a_log_cursor_no_counters():
+    """Sealed apart: an audit (or webhook list) cursor given as the event log's `after` would
+    read the log from a number the caller never saw there."""
+    counter, log = encode_cursor(request(), 7, of_log=False), encode_cursor(request(), 7)
+    assert counter != log
+    assert decode_cursor(request(), counter, of_log=False) == 7
+    assert decode_cursor(request(), log) == 7
+    for cursor, of_log in ((counter, True), (log, False)):
+        with pytest.raises(falcon.HTTPError) as raised:
+            decode_cursor(request(), cursor, of_log=of_log)
+        assert raised.value.status_code == 400
+
+
+def previous_release_cursor(position: int) -> str:
+    """A cursor as the previous release sealed it: version 2, the position and 8 zero bytes."""
+    encryptor = Cipher(algorithms.AES(bytes(range(32))), modes.ECB()).encryptor()
+    block = encryptor.update(position.to_bytes(8, "big") + bytes(8)) + encryptor.finalize()
+    return base64.urlsafe_b64encode(bytes([2]) + block).decode().rstrip("=")
+
+
+def test_a_sealed_cursor_of_the_previous_release_still_opens_where_it_did():
+    old = previous_release_cursor(5000)
+    assert CURSORS.open(old) == 5000  # a log position
+    assert CURSORS.open(old, of_log=False) == 5000  # a counter's (an audit page's)
