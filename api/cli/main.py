@@ -45,19 +45,22 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED
     except Exception as exc:
         if _refusal(exc):
-            print(f"titen: {exc}", file=sys.stderr)
-            return 2
+            return _say(str(exc), 2)
         unavailable = _unavailable(args, exc)
         if unavailable is not None:
-            print(f"titen: {unavailable}", file=sys.stderr)
-            return EX_TEMPFAIL
+            return _say(unavailable, EX_TEMPFAIL)
         if isinstance(exc, OSError) and exc.filename is not None:
-            print(f"titen: {file_error(exc)}", file=sys.stderr)
-            return 2
+            return _say(file_error(exc), 2)
         if args.verbose:
             raise
-        print(f"titen: unexpected {type(exc).__name__}: {exc} (-v shows where)", file=sys.stderr)
-        return 1
+        return _say(f"unexpected {type(exc).__name__}: {exc} (-v shows where)", 1)
+
+
+def _say(message: str, status: int) -> int:
+    """Write `message` as the one line of a failed command (a database's reason may span
+    several) and return the exit status."""
+    print(f"titen: {' '.join(message.split())}", file=sys.stderr)
+    return status
 
 
 def file_error(exc: OSError) -> str:

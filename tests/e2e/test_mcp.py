@@ -315,20 +315,36 @@ def test_a_missing_key_or_a_bad_url_stops_it_at_start(env, args, complaint):
     assert complaint in result.stderr
 
 
-def test_the_readme_host_configuration_works(world):
+def test_the_readme_host_configuration_works_after_the_readmes_install(world, tmp_path):
+    """The host runs `command` from elsewhere with only the configured environment (no PATH):
+    the README's absolute path, as `realpath .venv/bin/titen` prints it in the checkout."""
     section = README.read_text().split("## MCP", 1)[1].split("\n## ", 1)[0]
+    assert "`realpath .venv/bin/titen`" in section and "`pipx install .`" in section
     [block] = re.findall(r"```json\n(.*?)```", section, re.DOTALL)
     entry: dict[str, Any] = json.loads(block)["mcpServers"]["titen"]
-    assert entry["command"] == "titen"
+    assert entry["command"].startswith("/") and entry["command"].endswith("/.venv/bin/titen")
     assert entry["args"] == ["mcp", "--url", "http://127.0.0.1:8787"]
     assert set(entry["env"]) == {"TITEN_API_KEY"}
+    command = subprocess.run(
+        ["realpath", ".venv/bin/titen"], cwd=README.parent, capture_output=True, text=True
+    ).stdout.strip()
+    assert Path(command).samefile(TITEN)
+    args = [world.url if arg == "http://127.0.0.1:8787" else arg for arg in entry["args"]]
+    params = StdioServerParameters(
+        command=command, args=args, env={"TITEN_API_KEY": world.keys["agent_alice"]}, cwd=tmp_path
+    )
 
     async def scenario() -> None:
-        async with mcp_session(world.url, world.keys["agent_alice"]) as session:
-            result = await session.call_tool(
-                "titen_lease_acquire", {**LEASE, "resource_id": "readme"}
-            )
-            assert not result.is_error, text(result)
+        with open(os.devnull, "w") as log:
+            async with (
+                stdio_client(params, errlog=log) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                result = await session.call_tool(
+                    "titen_lease_acquire", {**LEASE, "resource_id": "readme"}
+                )
+                assert not result.is_error, text(result)
 
     run(scenario)
 
