@@ -42,6 +42,14 @@ RELAY_LOG = re.compile(r"[\d-]+ [\d:,]+ titen\.relay .*")
 """The only lines the walk-through may write on stderr: the relay's own log (docs/cli.md)."""
 
 
+def test_the_readme_starts_with_make_serve_and_make_test():
+    """A newcomer's first two commands, and nothing else before them."""
+    first = re.search(r"```(\w*)\n(.*?)```", README.read_text(), re.DOTALL)
+    assert first and first.group(1) == "sh"
+    commands = [line.split("#")[0].strip() for line in first.group(2).splitlines()]
+    assert commands == ["make serve", "make test"]
+
+
 def shell_blocks() -> list[str]:
     """Every ```sh block after the set-up commands (which install and serve)."""
     blocks = re.findall(r"```sh\n(.*?)```", README.read_text(), re.DOTALL)

@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-CODE = re.compile(r"```.*?```|`[^`]+`", re.DOTALL)
+FENCED = re.compile(r"```.*?```", re.DOTALL)
+CODE = re.compile(rf"{FENCED.pattern}|`[^`]+`", re.DOTALL)
 LINK = re.compile(
     r"\[[^\]]*\]\(\s*<?([^)\s>]*)>?[^)]*\)|^\s*\[[^\]]+\]:\s*(\S+)|href=\"([^\"]*)\"", re.M
 )
@@ -29,7 +30,8 @@ def anchors(page: Path) -> set[str]:
     """The fragments GitHub gives the page's headings (lowercase, punctuation dropped, spaces
     to hyphens, a repeat numbered)."""
     found: set[str] = set()
-    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", CODE.sub("", page.read_text()), re.M):
+    text = FENCED.sub("", page.read_text())  # a heading keeps the text of its code spans
+    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", text, re.M):
         slug = re.sub(r"[^\w\- ]", "", heading.replace("`", "").lower()).replace(" ", "-")
         candidate, n = slug, 0
         while candidate in found:
