@@ -124,6 +124,7 @@ def _noting_session(configure: Any) -> Any:
         row = conn.execute(
             "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
         ).fetchone()
+        assert row is not None  # a session always sees its own row
         conn.session = (row["pid"], row["backend_start"])
 
     return configured

@@ -77,7 +77,7 @@ class _RollBack(BaseException):
         self.failed = failed
 
 
-_insert_once = PostgresApplicationRecorder.insert_events.__wrapped__  # type: ignore[attr-defined]
+_insert_once = PostgresApplicationRecorder.insert_events.__wrapped__
 
 
 @run_once("select_events")

@@ -69,14 +69,15 @@ class Idempotency:
         status: int,
         command: Callable[[Principal, Any, Keep[T] | None], T],
         render: Callable[[T], dict[str, Any]],
+        kept: Callable[[T], dict[str, Any]] | None = None,
     ) -> None:
         """A POST that runs a command, as every one is answered: the body read and checked by
         `checker` (None: the request has none, its path says it all), then `command(caller,
         body, keep)` under the request's Idempotency-Key (`run`), answered with `status` and
-        `render` of its result."""
+        `render` of its result (`kept`: what is stored for a replay, as `run` takes it)."""
         body = read_json(req, checker) if checker is not None else None
         caller = principal_of(req)
-        self.run(req, resp, body, status, lambda keep: command(caller, body, keep), render)
+        self.run(req, resp, body, status, lambda keep: command(caller, body, keep), render, kept)
 
     def run(
         self,
