@@ -18,8 +18,10 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(VENV)/bin/titen serve
 
+# Tests marked `exclusive` count or fill PostgreSQL's connections: they run last, alone.
 test: $(STAMP)
-	$(PYTEST)
+	$(PYTEST) -m "not exclusive"
+	$(VENV)/bin/pytest -q -m exclusive
 
 # The inner loop: everything but the `slow` tests (real processes, tests/e2e).
 test-fast: $(STAMP)

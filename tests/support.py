@@ -214,9 +214,6 @@ class Server:
                 database,
                 # One process unless a test asks for workers: limits and counts are per process.
                 *([] if "--workers" in options else ["--workers", "1"]),
-                # Two webhook workers unless asked: each holds a PostgreSQL connection from the
-                # start, and the suite's parallel servers share one server's 100 (Makefile).
-                *([] if "--webhook-workers" in options else ["--webhook-workers", "2"]),
                 *options,
             ],
             stdout=subprocess.DEVNULL,

@@ -109,6 +109,7 @@ def nodes(database: str, count: int) -> Iterator[list[Server]]:
         yield started
 
 
+@pytest.mark.exclusive  # it counts, then fills, the server's connections
 def test_six_default_nodes_and_the_command_line_fit_in_a_stock_postgresql(postgres_database):
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         limit = int(conn.execute("SHOW max_connections").fetchone()[0])
@@ -142,6 +143,7 @@ def server_full() -> Iterator[None]:
             conn.close()
 
 
+@pytest.mark.exclusive  # it counts, then fills, the server's connections
 def test_a_full_postgresql_keeps_a_running_node_serving_and_the_command_line_says_why(
     postgres_database,
 ):

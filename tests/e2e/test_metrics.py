@@ -51,6 +51,7 @@ def test_counters_move_with_the_requests_made(served):
     server, port = served
     alice = create_key(server.database, "acme", "agent_alice")
     bob = create_key(server.database, "acme", "agent_bob")
+    ops = create_key(server.database, "acme", "ops", "operator")  # /readyz shows it positions
     api = Http(server.url)
     before = scrape(port)
 
@@ -95,7 +96,7 @@ def test_counters_move_with_the_requests_made(served):
     assert moved("titen_handoffs_resolved_total", status="accepted") == 2
     assert moved("titen_handoffs_resolved_total", status="rejected") == 1
 
-    ready = api.request("GET", "/readyz")[1]["data"]
+    ready = api.request("GET", "/readyz", key=ops)[1]["data"]
     assert sample(after, "titen_event_log_position") == ready["log_position"] > 0
     assert sample(after, "titen_database_up") == 1
     for name in PROJECTIONS:
