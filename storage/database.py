@@ -1,7 +1,10 @@
 """The one place that maps a database URL onto the event store's configuration.
 
 `sqlite:///PATH` (relative to the working directory; `sqlite:////abs/path` for an absolute one)
-and `postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME[?schema=NAME]` are understood.
+and libpq's URL, `postgresql://USER[:PASSWORD]@HOST[:PORT][,HOST[:PORT]...]/DBNAME[?PARAMS]`,
+are understood. Several hosts are libpq's failover list (with `target_session_attrs=read-write`
+it connects to whichever is the primary); every query parameter but titen's own `schema=NAME`
+is libpq's and reaches every connection titen opens (docs/deployment.md#failover).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qsl, urlencode
 
 DEFAULT_URL = "sqlite:///titen.db"
 SQLITE_LOCK_TIMEOUT_SECONDS = 10
@@ -48,8 +51,10 @@ class Database:
     url: str
     kind: str  # "sqlite" or "postgres"
     path: str = ""
-    host: str = ""
-    port: int = 5432
+    hosts: tuple[tuple[str, int], ...] = ()
+    """Each (host, port) in the URL's order: libpq tries them in turn."""
+    options: tuple[tuple[str, str], ...] = ()
+    """libpq's parameters from the URL's query (`target_session_attrs`, `sslmode`, ...)."""
     user: str = ""
     password: str = ""
     dbname: str = ""
@@ -60,10 +65,13 @@ class Database:
         relative one depends on the folder a command ran in)."""
         if self.kind == "sqlite":
             return "sqlite:///" + os.path.abspath(self.path)
-        parts = urlsplit(self.url)
-        if not parts.password:
-            return self.url
-        return self.url.replace(f":{parts.password}@", ":***@", 1)
+        scheme, _, rest = self.url.partition("://")
+        authority, slash, tail = rest.partition("/")
+        userinfo, at, hosts = authority.rpartition("@")
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        tail = re.sub(r"(?<=[?&]password=)[^&]*", "***", tail)
+        return f"{scheme}://{userinfo}{at}{hosts}{slash}{tail}"
 
     def env(self, pool_size: int = DEFAULT_POOL_SIZE) -> dict[str, str]:
         """The library's settings; on PostgreSQL, `pool_size` is the most connections the
@@ -84,15 +92,18 @@ class Database:
                 "APPLICATION_RECORDER_TOPIC": get_topic(TunedSQLiteRecorder),
             }
         from eventsourcing.utils import get_topic
+        from psycopg.conninfo import make_conninfo
 
         from titen.storage import deadlines
-        from titen.storage.postgres import TitenPostgresFactory
+        from titen.storage.postgres import LIBPQ_OPTIONS, TitenPostgresFactory
 
         return {
             "PERSISTENCE_MODULE": get_topic(TitenPostgresFactory),
             "POSTGRES_DBNAME": self.dbname,
-            "POSTGRES_HOST": self.host,
-            "POSTGRES_PORT": str(self.port),
+            # Comma-separated lists, as libpq takes several hosts (the library passes them on).
+            "POSTGRES_HOST": self._libpq()["host"],
+            "POSTGRES_PORT": self._libpq()["port"],
+            LIBPQ_OPTIONS: make_conninfo(**dict(self.options)),
             "POSTGRES_USER": self.user,
             "POSTGRES_PASSWORD": self.password,
             "POSTGRES_SCHEMA": self.schema,
@@ -190,28 +201,45 @@ class Database:
             raise CannotOpen(f"cannot open the SQLite database {path}: {problem}")
 
     def conninfo(self) -> str:
+        """A libpq connection string for the store: all its hosts, titen's options
+        (storage/deadlines.py), then the URL's own, which win."""
         from psycopg.conninfo import make_conninfo
 
         from titen.storage.deadlines import libpq_options
 
-        return make_conninfo(
-            host=self.host,
-            port=self.port,
-            user=self.user,
-            password=self.password,
-            dbname=self.dbname,
-            **libpq_options(),
-        )
+        return make_conninfo(**{**self._libpq(), **libpq_options(), **dict(self.options)})
+
+    def _libpq(self) -> dict[str, str]:
+        """Where and who, as libpq's parameters: hosts and ports as comma-separated lists."""
+        return {
+            "host": ",".join(host for host, _ in self.hosts),
+            "port": ",".join(str(port) for _, port in self.hosts),
+            "user": self.user,
+            "password": self.password,
+            "dbname": self.dbname,
+        }
 
 
 def _cause(exc: Exception) -> str:
-    """psycopg's reason for a failed connection, in one line without its preamble."""
+    """psycopg's reason for a failed connection, in one line without its preamble; with several
+    hosts, each host's reason (psycopg lists them after its first line)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    first = lines[0] if lines else type(exc).__name__
-    reason = first.rsplit(" failed: ", 1)[-1].removeprefix("FATAL:").strip()
+    attempts = [_ATTEMPT.match(line) for line in lines]
+    each = [f"{m['host']}:{m['port']} {_reason(m['why'])}" for m in attempts if m is not None]
+    if len(each) > 1:
+        return "; ".join(each)
+    reason = _reason(lines[0] if lines else type(exc).__name__)
     if reason.lower() == "connection refused":
         return "connection refused: is PostgreSQL running and accepting TCP/IP connections there?"
     return reason
+
+
+_ATTEMPT = re.compile(r"- host: '(?P<host>[^']*)', port: '(?P<port>[^']*)'.*?: (?P<why>.*)")
+"""One line of psycopg's list of failed attempts, one per host it tried."""
+
+
+def _reason(line: str) -> str:
+    return line.rsplit(" failed: ", 1)[-1].removeprefix("FATAL:").strip()
 
 
 def parse(url: str) -> Database:
@@ -220,32 +248,60 @@ def parse(url: str) -> Database:
         if not path:
             raise BadDatabaseURL("sqlite URL needs a path: sqlite:///PATH")
         return Database(url=url, kind="sqlite", path=path)
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # parsed on access: a port that is not a number raises here
-    except ValueError as exc:  # also an unclosed [IPv6] host
-        raise BadDatabaseURL(f"malformed database URL: {exc}") from None
-    if parts.scheme not in ("postgresql", "postgres"):
+    if not url.startswith(("postgresql://", "postgres://")):
         raise BadDatabaseURL(
             f"unsupported database URL {url!r}: use sqlite:///PATH or "
-            "postgresql://USER@HOST:PORT/DBNAME"
+            "postgresql://USER@HOST:PORT[,HOST:PORT...]/DBNAME"
         )
-    dbname = parts.path.lstrip("/")
-    if not (parts.hostname and parts.username and dbname):
-        raise BadDatabaseURL("postgresql URL needs USER@HOST and /DBNAME")
-    schema = parse_qs(parts.query).get("schema", [""])[0]
+    base, _, query = url.partition("?")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    schema = next((value for name, value in pairs if name == "schema"), "")
     if schema and not SCHEMA_NAME.fullmatch(schema):
         raise BadDatabaseURL(
             f"?schema={schema!r} is not a plain identifier: lowercase letters, digits and _, "
             "not starting with a digit, at most 63"
         )
+    libpq = _libpq_parse(base, [(name, value) for name, value in pairs if name != "schema"])
+    names = libpq.pop("host", "").split(",")
+    ports = _ports(libpq.pop("port", ""))
+    if len(ports) == 1:  # libpq's rule: one port serves every host
+        ports *= len(names)
+    if len(ports) != len(names):
+        raise BadDatabaseURL("malformed database URL: give one port, or one for each host")
+    hosts = tuple(zip(names, ports, strict=True))
+    user, password, dbname = (libpq.pop(name, "") for name in ("user", "password", "dbname"))
+    if not (user and dbname and all(host for host, _ in hosts)):
+        raise BadDatabaseURL("postgresql URL needs USER@HOST and /DBNAME")
     return Database(
         url=url,
         kind="postgres",
-        host=parts.hostname,
-        port=port or 5432,
-        user=unquote(parts.username),
-        password=unquote(parts.password or ""),
+        hosts=hosts,
+        options=tuple(libpq.items()),
+        user=user,
+        password=password,
         dbname=dbname,
         schema=schema,
     )
+
+
+def _libpq_parse(base: str, params: list[tuple[str, str]]) -> dict[str, str]:
+    """The URL as libpq reads it (its multi-host form, its parameter names checked), or
+    BadDatabaseURL with libpq's reason."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        found = conninfo_to_dict(base + ("?" + urlencode(params) if params else ""))
+    except ProgrammingError as exc:  # also an unclosed [IPv6] host, or an unknown parameter
+        raise BadDatabaseURL(f"malformed database URL: {exc}") from None
+    return {name: str(value) for name, value in found.items()}
+
+
+def _ports(ports: str) -> list[int]:
+    """Each host's port (5432 where none is given), or BadDatabaseURL naming a bad one."""
+    found = []
+    for port in ports.split(","):
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise BadDatabaseURL(f"malformed database URL: port {port!r} is not a port number")
+        found.append(int(port or 5432))
+    return found

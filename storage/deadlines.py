@@ -100,8 +100,9 @@ def unbounded() -> Iterator[None]:
         _patient.active = False
 
 
-def tune(pool: Any) -> None:
-    """Give the library's pool (not yet opened) titen's connection class, options and waits.
+def tune(pool: Any, options: dict[str, Any]) -> None:
+    """Give the library's pool (not yet opened) titen's connection class, options and waits,
+    then the database URL's own libpq `options`, which win.
 
     The pool's sizes come from the library's settings (Database.env): none opened at start,
     at most the budget. Giving up on a connection that cannot be opened after
@@ -111,6 +112,7 @@ def tune(pool: Any) -> None:
     pool.connection_class = DeadlineConnection
     pool._configure = _noting_session(pool._configure)
     pool.kwargs.update(libpq_options())
+    pool.kwargs.update(options)
     pool.max_idle = IDLE_SECONDS
     pool.reconnect_timeout = float(POOL_WAIT_SECONDS)
 

@@ -30,6 +30,7 @@ from eventsourcing.postgres import (
     PostgresApplicationRecorder,
     PostgresFactory,
 )
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 
 from titen.storage import deadlines
@@ -37,6 +38,8 @@ from titen.storage.inline import InlineRecording, ReadModelWriteFailed
 from titen.storage.outages import NotCommitted, OutcomeUnknown
 
 log = logging.getLogger("titen.storage")
+LIBPQ_OPTIONS = "TITEN_LIBPQ_OPTIONS"
+"""The library setting that carries the database URL's libpq parameters to the pool."""
 END_SESSION_MS = 3000
 """How long settling waits for the server to end the session of a commit whose answer was
 lost; past that the outcome is unknown."""
@@ -186,11 +189,12 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
 
 class TitenPostgresFactory(PostgresFactory):
     """The library's PostgreSQL factory with titen's recorders and its pool tuned
-    (storage/deadlines.py) before any connection is opened."""
+    (storage/deadlines.py) before any connection is opened, with the database URL's libpq
+    parameters (`target_session_attrs`, ...) added to the library's host, port and user."""
 
     aggregate_recorder_class = SnapshotRecorder
     application_recorder_class = InlinePostgresRecorder
 
     def __init__(self, env: Any):
         super().__init__(env)
-        deadlines.tune(self.datastore.pool)
+        deadlines.tune(self.datastore.pool, conninfo_to_dict(self.env.get(LIBPQ_OPTIONS) or ""))

@@ -47,7 +47,7 @@ def database_command(group: Any, name: str, help_text: str, run: Run) -> argpars
     parser.add_argument(
         "--database",
         default=os.environ.get("TITEN_DATABASE_URL", DEFAULT_URL),
-        help="sqlite:///PATH or postgresql://USER@HOST:PORT/DBNAME "
+        help="sqlite:///PATH or postgresql://USER@HOST:PORT[,HOST:PORT...]/DBNAME[?PARAMS] "
         "(default: $TITEN_DATABASE_URL, else sqlite:///titen.db)",
     )
     return parser

@@ -34,9 +34,14 @@ MALFORMED = {
     "a port that is not a number": "postgresql://titen@127.0.0.1:notaport/titen",
     "a port out of range": "postgresql://titen@127.0.0.1:99999/titen",
     "an unclosed IPv6 host": "postgresql://titen@[::1/titen",
+    "a second host's port that is not a number": "postgresql://titen@127.0.0.1:1,h:x/titen",
+    "a parameter libpq does not know": "postgresql://titen@127.0.0.1:1/titen?no_such=1",
 }
 UNREACHABLE = {
     "nothing listening": "postgresql://titen@127.0.0.1:1/titen",
+    "nothing listening on any host": (
+        "postgresql://titen@127.0.0.1:1,127.0.0.1:2/titen?target_session_attrs=read-write"
+    ),
     "no such folder": "sqlite:////nonexistent-folder/titen.db",
 }
 
