@@ -15,9 +15,18 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking, TrackingRecorder
+from eventsourcing.persistence import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+    Tracking,
+    TrackingRecorder,
+)
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteFactory, SQLiteTrackingRecorder
+
+from titen.storage.settle import TRANSACTION_ID, answer_lost, settle_transaction
 
 Row = dict[str, Any]
 
@@ -268,6 +277,31 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
     def _transaction(self, *, commit: bool) -> Any:
         return self.datastore.transaction(commit=commit)
+
+    @contextmanager
+    def writing(self) -> Iterator[Writer]:
+        """A write transaction that is never answered wrongly when its COMMIT's answer is lost.
+
+        Its first statement reads its transaction id. If the connection is lost once the body
+        is done (the COMMIT may have landed unseen), the commit is settled (storage/settle.py):
+        it returns as done if it landed, raises NotCommitted (an outage: 503) if it did not, and
+        OutcomeUnknown if the store cannot tell. Nothing is ever written twice: the caller is not
+        told to run it again. Lost before the COMMIT, it raises as any outage: nothing landed.
+        """
+        lost: Any = None
+        xid = ""
+        try:
+            with self.datastore.get_connection() as conn, conn.transaction():
+                cursor = conn.cursor()
+                first = cursor.execute(TRANSACTION_ID).fetchone()
+                assert first is not None  # one value selected: one row
+                xid = first["xid"]
+                yield Writer(self, cursor)
+                lost = conn  # from here on a lost connection may have committed
+        except (OperationalError, InterfaceError) as failed:
+            if lost is None or not answer_lost(lost):
+                raise
+            settle_transaction(self.datastore, lost, xid, failed)
 
     def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         """One statement on its own (the pool's connections autocommit): no BEGIN and ROLLBACK

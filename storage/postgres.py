@@ -34,15 +34,13 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 
 from titen.storage import deadlines
-from titen.storage.inline import InlineRecording, ReadModelWriteFailed
-from titen.storage.outages import NotCommitted, OutcomeUnknown
+from titen.storage.inline import InlineRecording
+from titen.storage.outages import NotCommitted, OutcomeUnknown, is_outage
+from titen.storage.settle import END_SESSION_MS, answer_lost, end_session
 
 log = logging.getLogger("titen.storage")
 LIBPQ_OPTIONS = "TITEN_LIBPQ_OPTIONS"
 """The library setting that carries the database URL's libpq parameters to the pool."""
-END_SESSION_MS = 3000
-"""How long settling waits for the server to end the session of a commit whose answer was
-lost; past that the outcome is unknown."""
 
 C = TypeVar("C", bound=type)
 
@@ -66,16 +64,17 @@ def run_once(*names: str) -> Callable[[C], C]:
 
 
 class _RollBack(BaseException):
-    """Carries a failed inline write past the library's `except Exception`, so it leaves the
-    transaction block as an exception and the transaction rolls back.
+    """Carries any failure of titen's own code in the insert's transaction (the inline read
+    models, a kept row that exists already) past the library's `except Exception`, so it
+    leaves the transaction block as an exception and the transaction rolls back.
 
     The library's insert catches every Exception inside its transaction block and raises it
     again only after the block has ended, which commits: an error raised by Python code (not by
     the database, whose errors abort the transaction anyway) would commit the events without
-    their read-model rows.
+    their read-model rows, or with a stored answer refused (AlreadyAnswered).
     """
 
-    def __init__(self, failed: ReadModelWriteFailed):
+    def __init__(self, failed: Exception):
         super().__init__(str(failed))
         self.failed = failed
 
@@ -107,10 +106,13 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         try:
             return _insert_once(self, stored_events, **kwargs)
         except _RollBack as rolled_back:
-            raise rolled_back.failed from rolled_back.failed.__cause__
+            failed = rolled_back.failed
+            if is_outage(failed):  # rolled back, so no COMMIT was sent: nothing landed
+                raise NotCommitted(f"the commit was not sent: {failed}") from failed
+            raise failed from failed.__cause__
         except (OperationalError, InterfaceError) as failed:
             lost = self._sending.connection
-            if lost is None or not (lost.closed or lost.broken):
+            if lost is None or not answer_lost(lost):
                 raise  # nothing was sent, or the server answered the error: nothing landed
             return self._settle(lost, stored_events, failed)
 
@@ -130,7 +132,7 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         hold those versions); OutcomeUnknown if the store cannot tell now."""
         try:
             with self.datastore.get_connection() as conn:
-                ended = self._end_session(conn, getattr(lost, "session", None))
+                ended = end_session(conn, getattr(lost, "session", None))
                 rows = conn.execute(
                     self._find_events,
                     [
@@ -159,20 +161,6 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         log.warning("a commit whose answer was lost had landed (%s): answered as done", failed)
         return [row["notification_id"] for row in rows]
 
-    @staticmethod
-    def _end_session(conn: Any, session: tuple[int, Any] | None) -> bool:
-        """End the server's session of a lost connection, waiting for it to be gone, so that a
-        commit still in flight there cannot land after the store was looked at. True when it
-        is gone (or was already)."""
-        if session is None:
-            return False
-        row = conn.execute(
-            "SELECT pg_terminate_backend(pid, %s) AS ended FROM pg_stat_activity"
-            " WHERE pid = %s AND backend_start = %s",
-            [END_SESSION_MS, *session],
-        ).fetchone()
-        return row is None or bool(row["ended"])
-
     def _fetch_ids_after_insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
@@ -182,7 +170,7 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         try:
             with curs.connection.pipeline():
                 self.write_inline(curs, positions, kwargs)
-        except ReadModelWriteFailed as failed:
+        except Exception as failed:
             raise _RollBack(failed) from failed
         return positions
 

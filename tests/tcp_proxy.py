@@ -6,7 +6,8 @@ PostgreSQL that went away looks to its clients). Restored: connections are forwa
 Black hole: nothing is forwarded either way and nothing is closed (a host that stopped
 answering), until restored. Cut at a commit: the next client message that holds COMMIT is
 forwarded (or not) and that connection is closed at once, before the server's answer can reach
-the client: a commit that landed (or did not) whose answer was lost.
+the client: a commit that landed (or did not) whose answer was lost; `after` picks the
+transaction: the COMMIT of the connection that next sends those bytes (a statement's text).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class TcpProxy:
         self._flowing = threading.Event()
         self._flowing.set()
         self._at_commit: bool | None = None  # armed: whether to deliver the COMMIT first
+        self._after: bytes | None = None  # armed for the connection that sends these bytes
+        self._chosen: socket.socket | None = None  # that connection, once it sent them
         self._answering: dict[socket.socket, threading.Event] = {}  # upstream: its answer came
         self.commits_cut = 0
         threading.Thread(target=self._accept, daemon=True).start()
@@ -51,11 +54,14 @@ class TcpProxy:
         """Stop forwarding anything, closing nothing, until `restore`."""
         self._flowing.clear()
 
-    def cut_at_commit(self, deliver: bool) -> None:
+    def cut_at_commit(self, deliver: bool, after: bytes | None = None) -> None:
         """Close the connection that next sends COMMIT, right after forwarding it (`deliver`)
-        or instead of forwarding it."""
+        or instead of forwarding it; with `after`, only a COMMIT of the connection that sent
+        those bytes first (the transaction that runs that statement)."""
         with self._lock:
             self._at_commit = deliver
+            self._after = after
+            self._chosen = None
 
     def close(self) -> None:
         self._closed = True
@@ -92,6 +98,8 @@ class TcpProxy:
                 if (answered := self._answering.pop(source, None)) is not None:
                     answered.set()
                 self._flowing.wait()
+                if from_client and self._after is not None and self._after in data:
+                    self._chosen = source
                 if from_client and b"COMMIT" in data and self._commit_cut(data, source, sink):
                     return  # the server's side closes when its answer finds the client gone
                 sink.sendall(data)
@@ -106,9 +114,9 @@ class TcpProxy:
         server has answered the COMMIT (and its Sync), so the commit has landed and its answer
         never reaches the client; not delivering, both sides close with the COMMIT unsent."""
         with self._lock:
-            deliver, self._at_commit = self._at_commit, None
-            if deliver is None:
+            if self._at_commit is None or (self._after is not None and client != self._chosen):
                 return False
+            deliver, self._at_commit = self._at_commit, None
             self.commits_cut += 1
         if not deliver:
             _close(client)
@@ -118,8 +126,10 @@ class TcpProxy:
         self._flowing.clear()
         try:
             upstream.sendall(data)
-            pending = data[data.index(b"COMMIT") :]
-            while SYNC not in pending and (pending := client.recv(65536)):
+            at = data.index(b"COMMIT")
+            pending = data[at:]
+            simple = data[at - 5 : at - 4] == b"Q"  # a simple query needs no Sync after it
+            while not simple and SYNC not in pending and (pending := client.recv(65536)):
                 upstream.sendall(pending)
             answered.wait(10)  # the server has committed: its answer is here, held
             _close(client)

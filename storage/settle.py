@@ -1,0 +1,69 @@
+"""Settling a PostgreSQL commit whose answer was lost: did it land, before anything is answered.
+
+When the connection drops (or stops answering) after COMMIT was sent, the commit may or may not
+have landed, and may even still be in flight on the server. Running the change again could make
+it twice; answering 503 could deny a change that happened. So the session of the lost connection
+is ended on the server first (`pg_terminate_backend` waits until it is gone: nothing in flight
+there can land afterwards), and only then is the store asked what happened.
+
+Two kinds of writes ask: the event recorder looks for its own events (storage/postgres.py), and
+every other write transaction (the view store's: keys, tickets, webhook subscriptions, stored
+answers written without events) asks PostgreSQL for its transaction's status
+(`pg_xact_status`, made for exactly this: its id is read as the transaction's first statement).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.persistence import InterfaceError, OperationalError
+
+from titen.storage.outages import NotCommitted, OutcomeUnknown
+
+END_SESSION_MS = 3000
+"""How long settling waits for the server to end the session of a commit whose answer was
+lost; past that the outcome is unknown."""
+TRANSACTION_ID = "SELECT pg_current_xact_id()::text AS xid"
+"""A write transaction's first statement: the id that names it once its connection is lost."""
+
+
+def answer_lost(conn: Any) -> bool:
+    """Whether a connection that failed a call is gone (closed, or broken mid-answer), so that a
+    COMMIT sent on it may have landed unseen; a connection still good got the server's error."""
+    return bool(conn.closed or conn.broken)
+
+
+def end_session(conn: Any, session: tuple[int, Any] | None) -> bool:
+    """End the server's session of a lost connection, waiting for it to be gone, so that a
+    commit still in flight there cannot land after the store was looked at. True when it is
+    gone (or was already)."""
+    if session is None:
+        return False
+    row = conn.execute(
+        "SELECT pg_terminate_backend(pid, %s) AS ended FROM pg_stat_activity"
+        " WHERE pid = %s AND backend_start = %s",
+        [END_SESSION_MS, *session],
+    ).fetchone()
+    return row is None or bool(row["ended"])
+
+
+def settle_transaction(datastore: Any, lost: Any, xid: str, failed: Exception) -> None:
+    """Return if the transaction `xid`, whose COMMIT's answer was lost on connection `lost`,
+    committed; else raise NotCommitted (it did not: nothing changed), or OutcomeUnknown (the
+    store could not tell now)."""
+    try:
+        with datastore.get_connection() as conn:
+            end_session(conn, getattr(lost, "session", None))
+            row = conn.execute("SELECT pg_xact_status(%s::xid8) AS status", [xid]).fetchone()
+    except (OperationalError, InterfaceError) as again:
+        raise OutcomeUnknown(
+            f"the commit's answer was lost ({failed}) and the store did not answer whether it "
+            f"landed ({again})"
+        ) from failed
+    status = row["status"] if row else None
+    if status == "aborted":  # final, as "committed" is: only "in progress" could still change
+        raise NotCommitted(f"the commit did not land: {failed}") from failed
+    if status != "committed":
+        raise OutcomeUnknown(
+            f"the commit's answer was lost ({failed}) and its transaction is still {status}"
+        ) from failed
