@@ -65,6 +65,7 @@ class Handoff(Aggregate):
         checkpoint_id: str | None,
         message: str | None,
         created_at: datetime,
+        timestamp: datetime,  # the library's stamp on the event: created_at too
     ):
         self.organization = organization
         self.from_principal = from_principal
@@ -105,6 +106,7 @@ class Handoff(Aggregate):
             to_principal=self.to_principal,
             subject_id=self.subject_id,
             resolved_at=now,
+            timestamp=now,
         )
 
     class Accepted(Aggregate.Event):
@@ -124,6 +126,7 @@ class Handoff(Aggregate):
         to_principal: str,
         subject_id: str,
         resolved_at: datetime,
+        timestamp: datetime,
     ) -> None:
         self.status = ACCEPTED
         self.resolved_at = resolved_at
@@ -145,6 +148,7 @@ class Handoff(Aggregate):
         to_principal: str,
         subject_id: str,
         resolved_at: datetime,
+        timestamp: datetime,
     ) -> None:
         self.status = REJECTED
         self.resolved_at = resolved_at

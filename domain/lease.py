@@ -8,6 +8,10 @@ events: how it began (Acquired) and how it ended (Released, Superseded or Replac
 Every term gets a fencing token: 1 for the first acquire of the resource, one more for each
 later one, so a downstream system that remembers the highest token it has seen can refuse a
 holder that was paused past its TTL while someone else took the resource (docs/leases.md).
+
+Every event carries the instant its command decided at as its timestamp (the library's own
+stamp, which the audit shows), not the process's wall clock: on PostgreSQL that instant is the
+database's, and the save's transaction checks it (docs/deployment.md#clocks).
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ class Lease(Aggregate):
         organization: str,
         resource_type: str,
         resource_id: str,
+        timestamp: datetime,  # the instant of the command that registers it (the library's)
     ):
         self.organization = organization
         self.resource_type = resource_type
@@ -126,9 +131,9 @@ class Lease(Aggregate):
         current = self.term
         if current is not None:
             if has_expired(current.expires_at, now):
-                self._replace_after_expiry(lease_id=current.lease_id, ended_at=now)
+                self._replace_after_expiry(lease_id=current.lease_id, ended_at=now, timestamp=now)
             elif current.holder == holder:
-                self._supersede(lease_id=current.lease_id, ended_at=now)
+                self._supersede(lease_id=current.lease_id, ended_at=now, timestamp=now)
             else:
                 raise LeaseHeld(current.expires_at)
         self._acquire(
@@ -142,6 +147,7 @@ class Lease(Aggregate):
             expires_at=now + timedelta(seconds=ttl_seconds),
             ttl_seconds=ttl_seconds,
             fencing_token=terms_begun(self.version) + 1,
+            timestamp=now,
         )
         return self._holding()
 
@@ -162,6 +168,7 @@ class Lease(Aggregate):
             released_at=now,
             released_by=by,
             by_operator=current.holder != by,
+            timestamp=now,
         )
 
     def _visible(self, *, lease_id: str, by: str, as_operator: bool) -> Term:
@@ -238,6 +245,7 @@ class Lease(Aggregate):
         expires_at: datetime,
         ttl_seconds: int,
         fencing_token: int,
+        timestamp: datetime,
     ) -> None:
         self.term = Term(lease_id, holder, purpose, acquired_at, expires_at)
 
@@ -251,7 +259,12 @@ class Lease(Aggregate):
 
     @event(Released)
     def _release(
-        self, lease_id: str, released_at: datetime, released_by: str, by_operator: bool
+        self,
+        lease_id: str,
+        released_at: datetime,
+        released_by: str,
+        by_operator: bool,
+        timestamp: datetime,
     ) -> None:
         self.term = None
 
@@ -262,7 +275,7 @@ class Lease(Aggregate):
         ended_at: datetime
 
     @event(Superseded)
-    def _supersede(self, lease_id: str, ended_at: datetime) -> None:
+    def _supersede(self, lease_id: str, ended_at: datetime, timestamp: datetime) -> None:
         self.term = None
 
     class ReplacedAfterExpiry(Aggregate.Event):
@@ -272,5 +285,5 @@ class Lease(Aggregate):
         ended_at: datetime
 
     @event(ReplacedAfterExpiry)
-    def _replace_after_expiry(self, lease_id: str, ended_at: datetime) -> None:
+    def _replace_after_expiry(self, lease_id: str, ended_at: datetime, timestamp: datetime) -> None:
         self.term = None

@@ -2,6 +2,11 @@
 
 Races are settled by the event store, not by locks: two commands that loaded the same
 aggregate version cannot both save, and the loser runs again against the new state.
+
+Each attempt decides at one instant, read from `clock` after loading what it decides on, and
+every event it makes carries that instant as its timestamp too (the library's own, which the
+audit shows). On PostgreSQL the clock is the database's and the save's transaction checks the
+instants against it (storage/clock.py): a command refused there runs again on a fresh reading.
 """
 
 from __future__ import annotations
@@ -23,12 +28,15 @@ from titen.domain.ids import LEASE, new_id
 from titen.domain.lease import Holding, Lease, ResourceKeys, Term
 from titen.storage.group_commit import GroupCommit
 from titen.storage.inline import DOMAIN_EVENTS, ReadModelWriteFailed
-from titen.storage.outages import is_outage
+from titen.storage.outages import ClockDisagrees, is_outage
 
 log = logging.getLogger("titen.app")
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 32
+CLOCK_ATTEMPTS = 3
+"""Saves of one command the database's clock may refuse (each followed by a fresh reading of
+it) before the command answers an outage."""
 KNOWN_LIMIT = 100_000
 """Resources remembered as existing in the store, per process; past it the memory starts again."""
 Keep = Callable[[Any], Any] | None
@@ -63,10 +71,12 @@ class Titen(Application[UUID]):
     resource_keys: ResourceKeys
     """How this store names resources' Lease aggregates: set from the store's secret once the
     store is open (service/bootstrap.py), before any command runs."""
+    clock: Clock
+    """What commands decide by: the store's clock (the database's on PostgreSQL), or a test's;
+    set once the store is open (service/bootstrap.py), before any command runs."""
 
-    def __init__(self, env: dict[str, str], clock: Clock):
+    def __init__(self, env: dict[str, str]):
         super().__init__(env)
-        self.clock = clock
         self.commits = GroupCommit(self.save)  # how every command saves
         self.on_commit: list[Callable[[int], None]] = []
         """Told the last log position of each save once it has committed (wakes subscribers)."""
@@ -133,13 +143,14 @@ class Titen(Application[UUID]):
             if not assume_new:
                 lease = self._find(key)
             assume_new = False  # if this save conflicts, the resource exists: load it next time
+            now = self.clock.now()
             if lease is None:
-                lease = Lease(key, organization, resource_type, resource_id)
+                lease = Lease(key, organization, resource_type, resource_id, timestamp=now)
             holding = lease.acquire(
                 lease_id=new_id(LEASE),
                 holder=holder,
                 purpose=purpose,
-                now=self.clock.now(),
+                now=now,
                 ttl_seconds=ttl_seconds,
             )
             return holding, lease
@@ -208,6 +219,7 @@ class Titen(Application[UUID]):
             )
 
         def attempt() -> tuple[Handoff, Handoff]:
+            now = self.clock.now()
             handoff = Handoff(
                 id=uuid4(),
                 organization=organization,
@@ -217,7 +229,8 @@ class Titen(Application[UUID]):
                 context_id=context_id,
                 checkpoint_id=checkpoint_id,
                 message=message,
-                created_at=self.clock.now(),
+                created_at=now,
+                timestamp=now,
             )
             return handoff, handoff
 
@@ -258,12 +271,19 @@ class Titen(Application[UUID]):
 
         An IntegrityError is only ever a lost race here: the store never retries a commit
         whose answer was lost (it finds out whether it landed: storage/postgres.py), so a
-        command is never run again over its own events."""
+        command is never run again over its own events. A save whose instants the database's
+        clock refused stored nothing either: the attempt runs again, up to CLOCK_ATTEMPTS."""
+        refused = 0
         for _ in range(MAX_ATTEMPTS):
             value, aggregate = attempt()
             try:
                 recordings = self.commits.save(aggregate, None if keep is None else keep(value))
             except IntegrityError:
+                continue
+            except ClockDisagrees:
+                refused += 1
+                if refused == CLOCK_ATTEMPTS:
+                    raise
                 continue
             return Committed(value, recordings[-1].notification.id)
         raise Contention("too many concurrent changes to one item; retry")

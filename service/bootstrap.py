@@ -31,8 +31,10 @@ from titen.service.store_secret import open_secret
 from titen.service.tickets import Tickets
 from titen.service.webhook_presence import WebhookPresence
 from titen.service.webhooks import Webhooks
+from titen.storage.clock import DatabaseClock
 from titen.storage.database import Database, parse
 from titen.storage.inline import InlineRecording
+from titen.storage.postgres import InlinePostgresRecorder
 from titen.storage.topics import register_legacy_topics
 
 
@@ -78,12 +80,18 @@ def bootstrap(
     holds beyond them (a store an earlier release wrote, a projection new in this release) is
     applied once, now, before anything is served. Only the commands that repair read models
     skip that (`catch_up=False`): a read model that fails on an old event would stop them too.
+
+    Every service decides and records by `clock`: by default the store's own (the database's
+    on PostgreSQL, where each save's instants are checked against it; the process's on SQLite).
+    A test's clock replaces it unchecked, except for delivery's claims and retry pauses, which
+    always run on the store's clock (a test's clock stands still).
     """
     register_legacy_topics()
     database = parse(url)
-    clock = clock or SystemClock()
     with database.migrating():  # everything below creates its tables if they are missing
-        app = Titen(database.env(pool_size), clock)
+        app = Titen(database.env(pool_size))
+        own = store_clock(app)
+        app.clock = clock = clock or own
         store = open_store(app)
         secret = open_secret(store, app.recorder.max_notification_id() or 0)
         app.resource_keys = secret.resource_keys()
@@ -110,13 +118,16 @@ def bootstrap(
         answers = StoredAnswers(store, clock)
         create_tables(store)
         consumer_table = ConsumerTable(store)
-        delivery = Delivery(consumer_table, event_log)
+        delivery = Delivery(consumer_table, event_log, lambda: own.now().timestamp())
         webhook_presence = WebhookPresence(store)
         webhooks = Webhooks(store, consumer_table, keys, app, clock, answers, webhook_presence)
     recorder = app.recorder
     assert isinstance(recorder, InlineRecording)  # as storage/database.py configures both backends
     recorder.inline = projector.write
     recorder.keep = answers.write
+    if isinstance(clock, DatabaseClock):
+        assert isinstance(recorder, InlinePostgresRecorder)  # only PostgreSQL's makes one
+        recorder.check_clock = clock.verify
     app.on_read_model_failure.append(projector.write_failed)
     if catch_up:
         projector.catch_up()
@@ -155,3 +166,11 @@ def bootstrap(
         webhooks=webhooks,
         webhook_presence=webhook_presence,
     )
+
+
+def store_clock(app: Titen) -> Clock:
+    """The store's own clock: the database server's on PostgreSQL, shared by every node
+    (storage/clock.py); the process's on SQLite, a store on one host."""
+    if isinstance(app.recorder, InlinePostgresRecorder):
+        return DatabaseClock.of(app.recorder.datastore)
+    return SystemClock()

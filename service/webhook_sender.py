@@ -88,7 +88,8 @@ class _Subscription:
         event = events[0]
         body = json.dumps(event.served()).encode()
         message_id = event.event["id"]
-        timestamp = int(time.time())
+        now = self.sender.clock.now()  # signed and recorded alike: the database's on PostgreSQL
+        timestamp = int(now.timestamp())
         headers = {
             "content-type": "application/json",
             "user-agent": USER_AGENT,
@@ -96,7 +97,7 @@ class _Subscription:
             "webhook-timestamp": str(timestamp),
             "webhook-signature": sign(self.webhook.secret, message_id, timestamp, body),
         }
-        attempted_at = iso(self.sender.clock.now())
+        attempted_at = iso(now)
         started = time.monotonic()
         status, excerpt, error, outcome = None, None, None, "delivered"
         deadline = Deadline(self.sender.timeout)

@@ -44,7 +44,8 @@ def is_outage(exc: BaseException) -> bool:
                 text in message for text in SQLITE_OUTAGES
             )
         cause = cause.__cause__
-    return isinstance(exc, ConnectionUnavailableError)  # no pool connection free in time
+    # No pool connection free in time, or a node whose clock the database's disagreed with.
+    return isinstance(exc, ConnectionUnavailableError | ClockDisagrees)
 
 
 class NotCommitted(OperationalError):
@@ -54,6 +55,11 @@ class NotCommitted(OperationalError):
 class OutcomeUnknown(OperationalError):
     """A commit's answer was lost, and the store could not tell whether it landed: the change
     may have been saved. An Idempotency-Key retried later returns the original outcome."""
+
+
+class ClockDisagrees(OperationalError):
+    """A command's instants disagreed with the database's clock read in its transaction (ahead
+    of it, or too far behind: storage/clock.py): the transaction rolled back, nothing changed."""
 
 
 def log_failure(log: logging.Logger, doing: str, exc: BaseException) -> None:

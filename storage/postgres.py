@@ -34,8 +34,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 
 from titen.storage import deadlines
-from titen.storage.inline import InlineRecording
-from titen.storage.outages import NotCommitted, OutcomeUnknown, is_outage
+from titen.storage.clock import ClockCheck
+from titen.storage.inline import DOMAIN_EVENTS, InlineRecording
+from titen.storage.outages import ClockDisagrees, NotCommitted, OutcomeUnknown, is_outage
 from titen.storage.settle import END_SESSION_MS, answer_lost, end_session
 
 log = logging.getLogger("titen.storage")
@@ -65,8 +66,9 @@ def run_once(*names: str) -> Callable[[C], C]:
 
 class _RollBack(BaseException):
     """Carries any failure of titen's own code in the insert's transaction (the inline read
-    models, a kept row that exists already) past the library's `except Exception`, so it
-    leaves the transaction block as an exception and the transaction rolls back.
+    models, a kept row that exists already, instants the database's clock refused) past the
+    library's `except Exception`, so it leaves the transaction block as an exception and the
+    transaction rolls back.
 
     The library's insert catches every Exception inside its transaction block and raises it
     again only after the block has ended, which commits: an error raised by Python code (not by
@@ -89,6 +91,11 @@ class SnapshotRecorder(PostgresAggregateRecorder):
 
 @run_once("select_events", "select_notifications", "max_notification_id")
 class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
+    check_clock: ClockCheck | None = None
+    """Given clock_timestamp() read in a save's transaction and the instants of its events,
+    refuses them (ClockDisagrees) when they disagree: set by service/bootstrap.py when commands
+    decide by the database's clock (storage/clock.py), not when a test's clock is given."""
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._sending = threading.local()  # the connection this thread's insert runs on
@@ -107,7 +114,9 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             return _insert_once(self, stored_events, **kwargs)
         except _RollBack as rolled_back:
             failed = rolled_back.failed
-            if is_outage(failed):  # rolled back, so no COMMIT was sent: nothing landed
+            # Rolled back, so no COMMIT was sent: nothing landed. A clock's refusal is answered as
+            # itself: the command runs again on a fresh reading (service/application.py).
+            if is_outage(failed) and not isinstance(failed, ClockDisagrees):
                 raise NotCommitted(f"the commit was not sent: {failed}") from failed
             raise failed from failed.__cause__
         except (OperationalError, InterfaceError) as failed:
@@ -169,10 +178,30 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         # ends, so a failing row surfaces here (as ReadModelWriteFailed), not at the commit.
         try:
             with curs.connection.pipeline():
+                clock = self._read_clock(curs.connection)
                 self.write_inline(curs, positions, kwargs)
+            if clock is not None:
+                self._check(clock, kwargs)
         except Exception as failed:
             raise _RollBack(failed) from failed
         return positions
+
+    def _read_clock(self, conn: Any) -> Any:
+        """Queue the read of the database's clock (under the table lock, in the round trip
+        that writes the read models): its cursor, or None when no check is set."""
+        if self.check_clock is None:
+            return None
+        clock = conn.cursor()
+        clock.execute("SELECT clock_timestamp() AS now")
+        return clock
+
+    def _check(self, clock: Any, kwargs: dict[str, Any]) -> None:
+        """Hand the database's clock and the instants the save's events carry (each stamped
+        with the instant its command decided at) to `check_clock`."""
+        assert self.check_clock is not None
+        with clock:
+            database = clock.fetchone()["now"]
+        self.check_clock(database, [event.timestamp for event in kwargs.get(DOMAIN_EVENTS, ())])
 
 
 class TitenPostgresFactory(PostgresFactory):

@@ -34,6 +34,7 @@ E2E = Path(__file__).parent / "e2e"
 # servers, --workers, servers started together): 30 to 50 connections each, opened at start.
 MANY_CONNECTIONS = {
     "test_browser",
+    "test_clocks",
     "test_event_log_exactness",
     "test_event_stream",
     "test_handoffs_races",

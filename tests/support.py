@@ -157,13 +157,17 @@ def besides_database(stderr: str) -> str:
     return "".join(line for line in lines if not line.startswith("titen: database "))
 
 
-def titen(*args: str, database: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """Run the real `titen` command line; a failure checked for shows what the command said."""
+def titen(
+    *args: str, database: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `titen` command line (`env` added to its environment); a failure checked
+    for shows what the command said."""
     run = subprocess.run(
         [TITEN, *args, "--database", database],
         capture_output=True,
         text=True,
         timeout=60,
+        env=None if env is None else {**os.environ, **env},
     )
     if check and run.returncode:
         raise AssertionError(f"titen {' '.join(args)} exited {run.returncode}:\n{run.stderr}")
@@ -194,9 +198,11 @@ class Server:
         *options: str,
         port: int = 0,
         own_group: bool = False,
+        env: dict[str, str] | None = None,
     ):
         """`own_group`: the server leads a process group of its own, as a shell job does, so
-        that a test can send the group what a terminal sends on Ctrl-C."""
+        that a test can send the group what a terminal sends on Ctrl-C. `env`: variables added
+        to the server's environment (a faked clock, tests/e2e/test_clocks.py)."""
         self.database = database
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -219,6 +225,7 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=self._log,
             process_group=0 if own_group else None,
+            env=None if env is None else {**os.environ, **env},
         )
         self._wait_healthy()
 

@@ -12,7 +12,7 @@ from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
-from titen.storage.outages import CANDIDATES, OutcomeUnknown, is_outage
+from titen.storage.outages import CANDIDATES, ClockDisagrees, OutcomeUnknown, is_outage
 
 log = logging.getLogger("titen.api")
 
@@ -122,6 +122,10 @@ def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
             503,
             "The database stopped answering while this change was being saved, and could not "
             "tell whether it was; retry with the same Idempotency-Key to learn its outcome.",
+        )
+    if isinstance(exc, ClockDisagrees):
+        raise error(
+            503, "This node could not agree with the database's clock; nothing was saved; retry."
         )
     raise error(503, OUTAGE)
 

@@ -64,7 +64,7 @@ def pages(client, key, **params) -> list[list[str]]:
 def long_history(services, clock, terms: int) -> list[str]:
     """`terms` terms on the resource, each superseding the last, saved in one transaction."""
     resource = ("acme", "deploy", "checkout")
-    lease = Lease(services.app.resource_keys.of(*resource), *resource)
+    lease = Lease(services.app.resource_keys.of(*resource), *resource, timestamp=clock.now())
     ids = []
     for _ in range(terms):
         clock.advance(1)

@@ -15,7 +15,7 @@ RESOURCE = ("acme", "deploy", "checkout")
 def test_a_version_1_acquired_event_is_read_with_its_ttl_derived(services, clock):
     app = services.app
     now = clock.now()
-    lease = Lease(app.resource_keys.of(*RESOURCE), *RESOURCE)
+    lease = Lease(app.resource_keys.of(*RESOURCE), *RESOURCE, timestamp=clock.now())
     registered = app.mapper.to_stored_event(lease.collect_events()[0])
     # Version 1 of Lease.Acquired, as it was stored before `ttl_seconds` existed: the payload
     # has no `class_version` key (that means 1) and no `ttl_seconds`.
@@ -60,7 +60,7 @@ def test_a_version_1_acquired_event_is_read_with_its_ttl_derived(services, clock
 def test_version_2_acquired_events_get_the_token_their_position_implies(services, clock):
     """Three terms stored as version 2 (no `fencing_token`): tokens 1, 2, 3, and then 4."""
     app = services.app
-    lease = Lease(app.resource_keys.of(*RESOURCE), *RESOURCE)
+    lease = Lease(app.resource_keys.of(*RESOURCE), *RESOURCE, timestamp=clock.now())
     for n in range(3):
         holding = lease.acquire(
             lease_id=f"lease_{n:032d}",

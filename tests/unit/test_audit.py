@@ -22,7 +22,7 @@ def at(seconds: float) -> datetime:
 
 def lease_events() -> tuple[list, dict[str, str]]:
     """Five terms on one resource, ending each way there is; returns the events and the ids."""
-    lease = Lease(uuid4(), "acme", "deploy", "checkout")
+    lease = Lease(uuid4(), "acme", "deploy", "checkout", timestamp=at(0))
     ids = {}
 
     def acquire(name: str, holder: str, seconds: float, ttl: int = 60) -> None:
@@ -121,6 +121,7 @@ def new_handoff() -> Handoff:
         checkpoint_id="ckpt_1",
         message="over to you",
         created_at=at(0),
+        timestamp=at(0),
     )
 
 

@@ -24,6 +24,7 @@ def new_handoff() -> Handoff:
         checkpoint_id="ckpt_1",
         message="hi",
         created_at=NOW,
+        timestamp=NOW,
     )
 
 
@@ -91,3 +92,10 @@ def test_only_sender_and_target_see_it():
     assert handoff.visible_to("acme", "agent_reviewer")
     assert not handoff.visible_to("acme", "agent_bystander")
     assert not handoff.visible_to("umbra", "agent_reviewer")
+
+
+def test_its_events_carry_the_instants_their_commands_decided_at():
+    handoff = new_handoff()
+    later = NOW + timedelta(seconds=7)
+    handoff.resolve(organization="acme", by="agent_reviewer", accept=True, now=later)
+    assert [e.timestamp for e in handoff.collect_events()] == [NOW, later]

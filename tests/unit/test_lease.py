@@ -46,14 +46,14 @@ def test_a_keyed_id_cannot_be_computed_from_the_name_alone():
 
 
 def test_acquire_records_a_term_that_expires_after_the_ttl():
-    lease = Lease(KEY, "acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
     term = acquire(lease, "agent_a", ttl=600)
     assert term.expires_at == NOW + timedelta(seconds=600)
     assert event_names(lease) == ["Registered", "Acquired"]
 
 
 def test_another_principal_is_refused_with_the_expiry_only():
-    lease = Lease(KEY, "acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
     term = acquire(lease, "agent_a")
     lease.collect_events()
     with pytest.raises(LeaseHeld) as refused:
@@ -63,7 +63,7 @@ def test_another_principal_is_refused_with_the_expiry_only():
 
 
 def test_the_holder_acquiring_again_supersedes_its_term():
-    lease = Lease(KEY, "acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
     acquire(lease, "agent_a", lease_id="lease_1")
     lease.collect_events()
     term = acquire(lease, "agent_a", at=NOW + timedelta(seconds=5), lease_id="lease_2")
@@ -72,7 +72,7 @@ def test_the_holder_acquiring_again_supersedes_its_term():
 
 
 def test_anyone_acquiring_at_or_after_expiry_replaces_the_expired_term():
-    lease = Lease(KEY, "acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
     acquire(lease, "agent_a", ttl=10)
     lease.collect_events()
     acquire(lease, "agent_b", at=NOW + timedelta(seconds=10))
@@ -80,7 +80,7 @@ def test_anyone_acquiring_at_or_after_expiry_replaces_the_expired_term():
 
 
 def test_release_by_holder_by_operator_and_by_anyone_else():
-    lease = Lease(KEY, "acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
     acquire(lease, "agent_a", lease_id="lease_1")
     with pytest.raises(NotFound):
         lease.release(lease_id="lease_1", by="agent_b", as_operator=False, now=NOW)
@@ -94,14 +94,14 @@ def test_release_by_holder_by_operator_and_by_anyone_else():
 
 
 def test_ttl_outside_the_contract_is_refused():
-    lease = Lease(KEY, "acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
     for ttl in (9, 86_401):
         with pytest.raises(ValueError):
             acquire(lease, "agent_a", ttl=ttl)
 
 
 def test_each_acquire_records_the_next_fencing_token_however_the_last_term_ended():
-    lease = Lease(KEY, "acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
     tokens = [acquire(lease, "agent_a", lease_id="lease_1").fencing_token]
     tokens.append(acquire(lease, "agent_a", lease_id="lease_2", ttl=10).fencing_token)
     tokens.append(acquire(lease, "agent_b", at=NOW + timedelta(seconds=10)).fencing_token)
@@ -122,7 +122,7 @@ def test_each_acquire_records_the_next_fencing_token_however_the_last_term_ended
 
 
 def test_holding_shows_the_current_term_to_its_holder_and_operators_only():
-    lease = Lease(KEY, "acme", "deploy", "checkout")
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
     acquire(lease, "agent_a", lease_id="lease_1")
     held = acquire(lease, "agent_a", lease_id="lease_2")
     assert lease.holding(lease_id="lease_2", by="agent_a", as_operator=False) == held
@@ -135,3 +135,24 @@ def test_holding_shows_the_current_term_to_its_holder_and_operators_only():
     ]:
         with pytest.raises(NotFound, match=f"No unreleased lease {lease_id}."):
             lease.holding(lease_id=lease_id, by=by, as_operator=as_operator)
+
+
+def test_every_event_carries_the_instant_its_command_decided_at():
+    """The library's own stamp (the audit's `time`) is the command's instant, not the process's
+    wall clock: on PostgreSQL that instant is the database's (docs/deployment.md#clocks)."""
+    lease = Lease(KEY, "acme", "deploy", "checkout", timestamp=NOW)
+    acquire(lease, "agent_a", ttl=10, lease_id="lease_1")
+    at = [NOW + timedelta(seconds=s) for s in (5, 20, 30)]
+    acquire(lease, "agent_a", at=at[0], ttl=10, lease_id="lease_2")  # supersedes
+    acquire(lease, "agent_b", at=at[1], lease_id="lease_3")  # replaces after expiry
+    lease.release(lease_id="lease_3", by="agent_b", as_operator=False, now=at[2])
+    stamps = [(type(e).__name__, e.timestamp) for e in lease.collect_events()]
+    assert stamps == [
+        ("Registered", NOW),
+        ("Acquired", NOW),
+        ("Superseded", at[0]),
+        ("Acquired", at[0]),
+        ("ReplacedAfterExpiry", at[1]),
+        ("Acquired", at[1]),
+        ("Released", at[2]),
+    ]

@@ -1,0 +1,131 @@
+"""The database's clock: what every command decides and records by on PostgreSQL.
+
+Nodes that share one database must agree on time: a node whose clock runs fast takes a live
+lease as expired (a second holder), one whose clock runs slow records instants minutes early.
+So on PostgreSQL the `Clock` every service gets is the database server's: `clock_timestamp()`
+read once (the anchor) and carried forward by this process's `time.monotonic()`, which setting
+the wall clock does not move. Reading the server for every instant would add a round trip to
+every command; the anchor costs one every REANCHOR_SECONDS.
+
+The estimate is never ahead of the database: the server's instant is paired with the monotonic
+time at the END of the round trip that read it, so the estimate trails the database by at most
+that round trip (the two clocks' rates differ by parts per million between anchors).
+
+Each command's transaction then checks its instants against `clock_timestamp()` read after the
+events table's lock is taken (storage/postgres.py calls `verify`): an instant after the
+database's (a decision at a time the database has not reached: an expiry judged early) or more
+than STALE_SECONDS before it (a node paused between deciding and saving) rolls the transaction
+back as ClockDisagrees; the clock re-anchors and the command runs again
+(service/application.py), so a wrong instant is never recorded and never grants anything.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from titen.domain.clock import iso, truncate
+from titen.storage.outages import ClockDisagrees
+
+REANCHOR_SECONDS = 10.0
+"""How long one anchor is used before the database's clock is read again: short enough that
+drift between the two clocks stays far below a millisecond."""
+STALE_SECONDS = 15.0
+"""How far before the database's clock a command's instant may be when it is saved: a node
+paused longer than this between deciding and saving decides again."""
+
+
+@dataclass(frozen=True)
+class Anchor:
+    database: datetime
+    """The server's clock_timestamp()."""
+    at: float
+    """time.monotonic() when the answer carrying it arrived."""
+
+
+class DatabaseClock:
+    """The database server's clock as this process estimates it (see the module's doc)."""
+
+    def __init__(
+        self,
+        read: Callable[[], datetime],
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        reanchor_seconds: float = REANCHOR_SECONDS,
+    ):
+        """`read()` returns the server's clock_timestamp() (one round trip)."""
+        self._read = read
+        self._monotonic = monotonic
+        self._reanchor_seconds = reanchor_seconds
+        self._anchor: Anchor | None = None
+        self._refreshing = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, datastore: Any) -> DatabaseClock:
+        """The clock of the PostgreSQL server behind the library's datastore (its pool)."""
+
+        def read() -> datetime:
+            with datastore.get_connection() as conn:
+                row = conn.execute("SELECT clock_timestamp() AS now").fetchone()
+            instant: datetime = row["now"]
+            return instant.astimezone(UTC)
+
+        return cls(read)
+
+    def now(self) -> datetime:
+        anchor = self._current()
+        return truncate(anchor.database + timedelta(seconds=self._monotonic() - anchor.at))
+
+    def _current(self) -> Anchor:
+        """The anchor to estimate from, read anew when due. While one thread reads it, the
+        others go on with the one due (still checked by every transaction); with none at all,
+        each reads its own."""
+        with self._lock:
+            anchor = self._anchor
+            due = anchor is None or self._monotonic() - anchor.at >= self._reanchor_seconds
+            reads = due and not self._refreshing
+            self._refreshing = self._refreshing or reads
+        if anchor is not None and not reads:
+            return anchor
+        try:
+            return self.anchor()
+        finally:
+            if reads:
+                with self._lock:
+                    self._refreshing = False
+
+    def anchor(self) -> Anchor:
+        """Read the database's clock and estimate from it from now on."""
+        instant = self._read()
+        fresh = Anchor(instant, self._monotonic())  # after the answer arrived: never ahead
+        with self._lock:
+            self._anchor = fresh
+        return fresh
+
+    def verify(self, database: datetime, instants: Iterable[datetime]) -> None:
+        """Raise ClockDisagrees, and read the database's clock again before the next instant,
+        if one of a command's instants is after `database` (clock_timestamp() in the command's
+        transaction) or more than STALE_SECONDS before it."""
+        earliest = database - timedelta(seconds=STALE_SECONDS)
+        for instant in instants:
+            if instant > database:
+                problem = "ahead of"
+            elif instant < earliest:
+                problem = f"more than {STALE_SECONDS:g} s behind"
+            else:
+                continue
+            with self._lock:
+                self._anchor = None
+            raise ClockDisagrees(
+                f"an instant of this command ({iso(instant)}) is {problem} the database's "
+                f"clock ({iso(database)}); nothing was saved"
+            )
+
+
+ClockCheck = Callable[[datetime, Iterable[datetime]], None]
+"""`DatabaseClock.verify`, as the recorder calls it."""
