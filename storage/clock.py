@@ -9,7 +9,10 @@ every command; the anchor costs one every REANCHOR_SECONDS.
 
 The estimate is never ahead of the database: the server's instant is paired with the monotonic
 time at the END of the round trip that read it, so the estimate trails the database by at most
-that round trip (the two clocks' rates differ by parts per million between anchors).
+that round trip (the two clocks' rates differ by parts per million between anchors). Each
+command's check below reads the server's clock too, paired the same way; when that reading
+trails less than the anchor does, it becomes the anchor, so a busy process's estimate trails by
+the quickest recent round trip, not by whichever one the periodic read happened to get.
 
 Each command's transaction then checks its instants against `clock_timestamp()` read after the
 events table's lock is taken (storage/postgres.py calls `verify`): an instant after the
@@ -110,7 +113,9 @@ class DatabaseClock:
     def verify(self, database: datetime, instants: Iterable[datetime]) -> None:
         """Raise ClockDisagrees, and read the database's clock again before the next instant,
         if one of a command's instants is after `database` (clock_timestamp() in the command's
-        transaction) or more than STALE_SECONDS before it."""
+        transaction, its answer just arrived) or more than STALE_SECONDS before it; else take
+        `database` as the anchor if it trails less than the anchor does."""
+        at, database = self._monotonic(), database.astimezone(UTC)
         earliest = database - timedelta(seconds=STALE_SECONDS)
         for instant in instants:
             if instant > database:
@@ -125,6 +130,12 @@ class DatabaseClock:
                 f"an instant of this command ({iso(instant)}) is {problem} the database's "
                 f"clock ({iso(database)}); nothing was saved"
             )
+        with self._lock:
+            anchor = self._anchor
+            if anchor is not None and database > anchor.database + timedelta(
+                seconds=at - anchor.at
+            ):
+                self._anchor = Anchor(database, at)
 
 
 ClockCheck = Callable[[datetime, Iterable[datetime]], None]

@@ -113,3 +113,20 @@ def test_a_server_stepped_back_is_followed_after_one_refusal():
     with pytest.raises(ClockDisagrees):
         clock.verify(stepped, [decided])
     assert clock.now() <= server.true_now() - timedelta(seconds=60)
+
+
+def test_a_check_that_trails_less_than_the_anchor_becomes_the_anchor():
+    """A transaction's clock_timestamp() that arrives sooner after the server read it than the
+    anchor's did tightens the estimate, which stays behind the server."""
+    server = Server(trip=0.5)
+    clock = server.clock()
+    decided = clock.now()
+    assert server.true_now() - decided >= timedelta(seconds=0.25)
+    server.wait(0.01)
+    clock.verify(server.true_now() - timedelta(seconds=0.01), [decided])  # answered in 10 ms
+    tighter = clock.now()
+    assert tighter <= server.true_now()
+    assert server.true_now() - tighter <= timedelta(seconds=0.011)
+    clock.verify(server.true_now() - timedelta(seconds=0.2), [])  # a slower answer: kept
+    assert clock.now() == tighter
+    assert server.reads == 1
