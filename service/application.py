@@ -28,7 +28,7 @@ from titen.domain.ids import LEASE, new_id
 from titen.domain.lease import Holding, Lease, ResourceKeys, Term
 from titen.storage.group_commit import GroupCommit
 from titen.storage.inline import DOMAIN_EVENTS, ReadModelWriteFailed
-from titen.storage.outages import ClockDisagrees, is_outage
+from titen.storage.outages import ClockDisagrees, is_outage, log_failure
 
 log = logging.getLogger("titen.app")
 
@@ -119,9 +119,15 @@ class Titen(Application[UUID]):
             log.warning("a snapshot was not written (the command had committed): %s", exc)
 
     def _notify(self, recordings: list[Recording[UUID]]) -> None:
+        """Tell the commit listeners, which only wake readers: the command has committed, so a
+        listener that fails (one may read the database, which may be failing right now) is
+        logged and must not turn it into a failed command (a 503 for a change that was made)."""
         if recordings:
             for listener in self.on_commit:
-                listener(recordings[-1].notification.id)
+                try:
+                    listener(recordings[-1].notification.id)
+                except Exception as exc:
+                    log_failure(log, "a commit listener failed (the command had committed)", exc)
 
     def acquire_lease(
         self,

@@ -37,6 +37,7 @@ MANY_CONNECTIONS = {
     "test_clocks",
     "test_event_log_exactness",
     "test_event_stream",
+    "test_fault_soak",
     "test_handoffs_races",
     "test_idempotency_races",
     "test_lease_races",

@@ -1,0 +1,45 @@
+"""What runs after a command's commit cannot turn it into a failed command.
+
+The commit listeners only wake readers (event streams, webhook workers); one of them reads the
+database (whether any webhook is enabled) while its cache cannot be trusted, which is exactly
+when the database is failing. Its failure became the command's: a 503 for a handoff that was
+created (found by tests/e2e/test_fault_soak.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+import pytest
+
+from titen.service.bootstrap import Services
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [psycopg.OperationalError("the database went away"), RuntimeError("a defect")],
+    ids=["outage", "defect"],
+)
+def test_a_failing_commit_listener_leaves_the_command_done(
+    services: Services, failure: Exception, caplog: pytest.LogCaptureFixture
+):
+    def listener(position: int) -> None:
+        raise failure
+
+    services.app.on_commit.append(listener)
+    committed = services.app.acquire_lease(
+        organization="acme",
+        holder="agent_alice",
+        resource_type="deploy",
+        resource_id="r",
+        purpose="p",
+        ttl_seconds=60,
+    )
+    key = services.app.resource_keys.of("acme", "deploy", "r")
+    holding = services.app.lease_holding(
+        lease_key=key, lease_id=committed.value.lease_id, by="agent_alice", as_operator=False
+    )
+    assert holding.lease_id == committed.value.lease_id
+    [record] = [r for r in caplog.records if "commit listener" in r.getMessage()]
+    assert record.levelno == (logging.WARNING if "went away" in str(failure) else logging.ERROR)
