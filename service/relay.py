@@ -34,10 +34,9 @@ from titen.domain.clock import Clock, iso
 from titen.domain.webhooks import RetrySchedule
 from titen.projections.event_log import SOURCE_PREFIX, Published
 from titen.service.consumers import Attempt, Consumer, Outcome
+from titen.service.relay_names import KIND
 
 log = logging.getLogger("titen.relay")
-
-KIND = "relay"
 
 BATCH = 100
 PUBLISH_TIMEOUT_SECONDS = 5.0
@@ -50,15 +49,6 @@ PREFIX = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 KILL_AFTER_ACKS = "TITEN_RELAY_KILL_AFTER_ACKS"
 """Fault injection for tests: kill -9 this process right after that many acknowledgements,
 before their position is saved."""
-
-
-def consumer_name(name: str) -> str:
-    return f"relay:{name}"
-
-
-def relay_name(consumer: str) -> str:
-    """The relay's own name (`--name`) from its consumer's."""
-    return consumer.removeprefix("relay:")
 
 
 def subject_token(text: str) -> str:

@@ -57,6 +57,7 @@ class Workers:
     def stop(self, timeout: float = 15) -> None:
         """Finish what is in flight, release the claims, and return."""
         self.stopping.set()
+        self.signal.ring_all()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))

@@ -4,6 +4,7 @@ speaks another protocol), recording every connection and when the client hung up
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -76,6 +77,7 @@ class Hostile:
         self.connections: list[Connection] = []
         self.most_at_once = 0
         self._changed = threading.Condition()
+        self._live: set[socket.socket] = set()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/hook"
         threading.Thread(target=self._accept, daemon=True).start()
@@ -89,6 +91,7 @@ class Hostile:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        self._live.add(conn)
         with conn:
             try:
                 read_http_request(conn)
@@ -105,6 +108,7 @@ class Hostile:
                 with self._changed:
                     connection.closed = time.monotonic()
                     self._changed.notify_all()
+        self._live.discard(conn)
 
     def open(self) -> int:
         return sum(1 for c in self.connections if c.closed is None)
@@ -115,4 +119,9 @@ class Hostile:
                 raise AssertionError(f"not reached in {timeout} s: {self.connections}")
 
     def close(self) -> None:
+        """Stop listening and hang up on every client still held, so that a server stopping
+        next need not wait out its delivery deadline on them."""
         self._listener.close()
+        for conn in list(self._live):
+            with contextlib.suppress(OSError):  # already gone
+                conn.shutdown(socket.SHUT_RDWR)

@@ -42,7 +42,8 @@ def add_commands(commands: Any) -> None:
 def _nats(args: argparse.Namespace) -> int:
     from titen.projections.follower import Follower
     from titen.service.doorbell import Doorbell
-    from titen.service.relay import NatsRelay, RelaySettings, consumer_name
+    from titen.service.relay import NatsRelay, RelaySettings
+    from titen.service.relay_names import consumer_name
     from titen.service.workers import Workers
 
     settings = RelaySettings(args.url, args.stream, args.subject_prefix, args.name)

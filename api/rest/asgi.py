@@ -16,12 +16,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from a2wsgi import ASGIMiddleware
-from a2wsgi.asgi_typing import ASGIApp
-from a2wsgi.wsgi_typing import Environ
-from starlette.applications import Starlette
+if TYPE_CHECKING:  # a2wsgi (with anyio) is imported when the first request starts the loop
+    from a2wsgi import ASGIMiddleware
+    from a2wsgi.asgi_typing import ASGIApp
+    from a2wsgi.wsgi_typing import Environ
+    from starlette.applications import Starlette
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class AsgiBridge:
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
             started.append((status, headers))
 
-        body = b"".join(self._started()(cast(Environ, environ), start_response))
+        body = b"".join(self._started()(cast("Environ", environ), start_response))
         status, headers = started[-1]
         return Answer(int(status.split(" ", 1)[0]), headers, body)
 
@@ -66,6 +67,8 @@ class AsgiBridge:
                 except BaseException:
                     loop.call_soon_threadsafe(loop.stop)  # the next request starts afresh
                     raise
+                from a2wsgi import ASGIMiddleware
+
                 self._wsgi = ASGIMiddleware(self._carrying(app), loop=loop)
             return self._wsgi
 

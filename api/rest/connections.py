@@ -191,10 +191,17 @@ class Channel(HTTPChannel):
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], bool]:
         """Read this connection while its request waits: call `on_gone` (from the server's
-        loop) when the client closes it. Returns whether it has."""
+        loop) when the client closes it, or when the server stops. Returns whether either
+        has happened: the waiting request should end."""
         self.on_gone = on_gone
         self.server.pull_trigger()  # the loop then polls this connection for reading again
-        return self.check_client_disconnected
+        return lambda: self.server.stopping or self.check_client_disconnected()
+
+    def end_wait(self) -> None:
+        """Wake the request waiting on this connection, if one is: the server is stopping."""
+        on_gone, self.on_gone = self.on_gone, None
+        if on_gone is not None:
+            on_gone()
 
     def readable(self) -> bool:
         if self.draining_until:
@@ -250,10 +257,27 @@ class Channel(HTTPChannel):
             on_gone()
 
 
+class Dispatcher(ThreadedTaskDispatcher):
+    """Waitress's request threads, which first tell `before_shutdown` when they are stopped."""
+
+    before_shutdown: Callable[[], None] = staticmethod(lambda: None)
+
+    def shutdown(self, cancel_pending: bool = True, timeout: int = 5) -> bool:
+        self.before_shutdown()
+        return bool(super().shutdown(cancel_pending, timeout))
+
+
 class Server(TcpWSGIServer):
-    """Waitress's TCP server with `Channel` connections and their deadlines enforced."""
+    """Waitress's TCP server with `Channel` connections and their deadlines enforced.
+
+    When it stops (SIGTERM, Ctrl-C), open event streams end and waiting long-polls answer at
+    once with what they have, as if their clients had gone: their clients resume from their
+    cursors on another server, and the stop does not wait out waitress's 5 s for those
+    threads (docs/operations.md).
+    """
 
     channel_class = Channel
+    stopping = False
 
     def __init__(
         self, application: Any, settings: ServerSettings, threads: int, sock: socket.socket
@@ -273,7 +297,8 @@ class Server(TcpWSGIServer):
             max_request_header_size=MAX_HEAD_BYTES,
             max_request_body_size=MAX_BODY_BYTES + 1 + FRAMING_ALLOWANCE,
         )
-        dispatcher = ThreadedTaskDispatcher()
+        dispatcher = Dispatcher()
+        dispatcher.before_shutdown = self._end_waits
         dispatcher.set_thread_count(threads)
         self.request_head_timeout = settings.request_head_timeout
         super().__init__(
@@ -285,6 +310,11 @@ class Server(TcpWSGIServer):
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
             bind_socket=False,
         )
+
+    def _end_waits(self) -> None:
+        self.stopping = True
+        for channel in list(self.active_channels.values()):
+            channel.end_wait()
 
     def maintenance(self, now: float) -> None:
         """Waitress's idle check, then the head deadline and the end of each lingering close."""

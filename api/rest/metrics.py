@@ -32,8 +32,8 @@ from titen.api.rest.logs import route
 from titen.api.rest.settings import MULTIPROC_ENV
 from titen.service.consumer_table import ConsumerTable
 from titen.service.readiness import Readiness
-from titen.service.relay import KIND as RELAY
-from titen.service.relay import relay_name
+from titen.service.relay_names import KIND as RELAY
+from titen.service.relay_names import relay_name
 from titen.service.webhooks import KIND as WEBHOOK
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

@@ -55,3 +55,16 @@ def test_verifying_an_export_loads_no_database_driver_or_web_framework(tmp_path)
         f"try:\n    main(['audit', 'verify', {str(export)!r}])\nexcept SystemExit:\n    pass"
     )
     assert loads(statement)["loaded"] == []
+
+
+def test_a_server_loads_the_mcp_sdk_and_the_nats_client_only_when_asked():
+    """Half of a server's import time was the MCP SDK (with pydantic), paid by every server and
+    every test server that never serves /mcp; the NATS client only the relay uses."""
+    statement = (
+        "import sys\n"
+        "import titen.api.rest.server, titen.api.rest.app, titen.api.cli.serve\n"
+        "print(json.dumps({'loaded': [m for m in ('mcp', 'pydantic', 'a2wsgi', 'anyio', 'nats')"
+        " if m in sys.modules]}))\n"
+        "sys.exit(0)"
+    )
+    assert loads(statement)["loaded"] == []

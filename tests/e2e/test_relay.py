@@ -23,7 +23,8 @@ import pytest
 
 from tests.support import TITEN, Server, eventually, free_port, sample, scrape
 from titen.service.bootstrap import Services, bootstrap
-from titen.service.relay import KILL_AFTER_ACKS, consumer_name
+from titen.service.relay import KILL_AFTER_ACKS
+from titen.service.relay_names import consumer_name
 
 NATS_URL = "nats://127.0.0.1:4222"
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
+from unittest.mock import patch
 
 import pytest
 
@@ -16,6 +18,7 @@ from titen.projections.event_log import Published
 from titen.service.bootstrap import Services, bootstrap
 from titen.service.consumers import Consumer, Outcome
 from titen.service.doorbell import Doorbell
+from titen.service.workers import Workers
 
 KIND = "test"
 SCHEDULE = RetrySchedule((1,))
@@ -147,3 +150,15 @@ def test_a_ring_wakes_one_idle_worker_not_all():
     for waiter in waiters:
         waiter.join(timeout=10)
     assert woken == [1, 1, 1]
+
+
+def test_stopping_wakes_every_idle_worker_at_once():
+    """A stop used to wait for each idle worker to sleep out its poll (a quarter to half a
+    second of every server's exit); now it wakes them, and they see they are stopping."""
+    sink = SimpleNamespace(kind="webhook")
+    with patch("titen.service.workers.IDLE_POLL_SECONDS", 3600):
+        workers = Workers(None, sink, Doorbell(), 3, claim=lambda: None)  # type: ignore[arg-type]
+        workers.start()
+        eventually(lambda: len(workers.signal._rung._waiters) == 3, "three idle workers")
+        workers.stop(timeout=10)
+    assert not any(thread.is_alive() for thread in workers._threads)

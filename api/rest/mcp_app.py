@@ -1,0 +1,99 @@
+"""The MCP SDK's own app behind `/mcp` (api/rest/mcp.py): its Streamable HTTP transport with
+the two tools (titen.api.mcp_tools) acting as the caller of each HTTP request.
+
+A module of its own so that the SDK is imported only when the first `/mcp` request comes
+(api/rest/mcp.py, `_sdk_app`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+from titen.api.mcp_tools import HandoffSent, LeaseAcquired, Refused, build
+from titen.api.rest.body import MAX_BODY_BYTES
+from titen.api.rest.errors import DEFAULT_MESSAGES, message_of, refusal_of
+from titen.api.rest.leases import acquired
+from titen.api.rest.mcp import CALLER, PATH
+from titen.service.handoffs import HandoffService
+from titen.service.keys import Principal
+from titen.service.leases import LeaseService
+
+log = logging.getLogger("titen.api")
+
+
+def transport(leases: LeaseService, handoffs: HandoffService) -> Starlette:
+    """The SDK's own app for its transport (its session manager under a Starlette route), with
+    the tools acting as each request's caller; built in the process that serves, when the first
+    request comes."""
+    return build(lambda ctx: ServiceAgent(leases, handoffs, caller_of(ctx))).streamable_http_app(
+        streamable_http_path=PATH,
+        json_response=True,
+        stateless_http=True,
+        max_request_body_size=MAX_BODY_BYTES,
+        # A browser page reaching this port has no key, and every request needs one.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+
+def caller_of(ctx: Context) -> Principal:
+    """The principal of the key of the HTTP request that carried the call."""
+    request = ctx.request_context.request
+    if request is None:  # the SDK hands every HTTP request's own to the call
+        raise RuntimeError("an MCP tool over HTTP was called without its HTTP request")
+    return request.scope[CALLER]
+
+
+class ServiceAgent:
+    """The tools' calls on the services, as `caller`."""
+
+    def __init__(self, leases: LeaseService, handoffs: HandoffService, caller: Principal):
+        self.leases = leases
+        self.handoffs = handoffs
+        self.caller = caller
+
+    def acquire_lease(
+        self, resource_type: str, resource_id: str, purpose: str, ttl_seconds: int
+    ) -> LeaseAcquired:
+        with _as_tool_error():
+            holding = self.leases.acquire(
+                self.caller,
+                resource_type=resource_type,
+                resource_id=resource_id,
+                purpose=purpose,
+                ttl=ttl_seconds,
+            )
+        return LeaseAcquired(**acquired(holding)["data"])
+
+    def create_handoff(
+        self, to_principal: str, subject_id: str, message: str | None
+    ) -> HandoffSent:
+        with _as_tool_error():
+            sent = self.handoffs.create(
+                self.caller,
+                to_principal=to_principal,
+                subject_id=subject_id,
+                context_id=None,
+                checkpoint_id=None,
+                message=message,
+            )
+        return HandoffSent(handoff_id=sent.handoff_id, status=sent.status)
+
+
+@contextmanager
+def _as_tool_error() -> Iterator[None]:
+    """A refusal or an outage: a tool error in REST's words. Anything else is logged and told
+    as REST tells a 500, never in its own words."""
+    try:
+        yield
+    except Exception as exc:
+        refused = refusal_of(exc)
+        if refused is None:
+            log.exception("unhandled error in an MCP tool")
+            raise Refused(DEFAULT_MESSAGES[500]) from exc
+        raise Refused(message_of(refused)) from exc
