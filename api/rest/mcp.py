@@ -121,7 +121,7 @@ def _sdk_app(leases: LeaseService, handoffs: HandoffService) -> Starlette:
     never asked for MCP, or a worker that is not, should not start slower for it."""
     from titen.api.rest.mcp_app import transport
 
-    return transport(leases, handoffs)
+    return transport(leases, handoffs, PATH, CALLER)
 
 
 def _initializes(raw: bytes) -> bool:

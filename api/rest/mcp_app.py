@@ -19,7 +19,6 @@ from titen.api.mcp_tools import HandoffSent, LeaseAcquired, Refused, build
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, message_of, refusal_of
 from titen.api.rest.leases import acquired
-from titen.api.rest.mcp import CALLER, PATH
 from titen.service.handoffs import HandoffService
 from titen.service.keys import Principal
 from titen.service.leases import LeaseService
@@ -27,12 +26,16 @@ from titen.service.leases import LeaseService
 log = logging.getLogger("titen.api")
 
 
-def transport(leases: LeaseService, handoffs: HandoffService) -> Starlette:
-    """The SDK's own app for its transport (its session manager under a Starlette route), with
-    the tools acting as each request's caller; built in the process that serves, when the first
-    request comes."""
-    return build(lambda ctx: ServiceAgent(leases, handoffs, caller_of(ctx))).streamable_http_app(
-        streamable_http_path=PATH,
+def transport(leases: LeaseService, handoffs: HandoffService, path: str, caller: str) -> Starlette:
+    """The SDK's own app for its transport at `path` (its session manager under a Starlette
+    route), with the tools acting as the principal each request's scope holds under `caller`;
+    built in the process that serves, when the first request comes."""
+
+    def agent(ctx: Context) -> ServiceAgent:
+        return ServiceAgent(leases, handoffs, caller_of(ctx, caller))
+
+    return build(agent).streamable_http_app(
+        streamable_http_path=path,
         json_response=True,
         stateless_http=True,
         max_request_body_size=MAX_BODY_BYTES,
@@ -41,12 +44,12 @@ def transport(leases: LeaseService, handoffs: HandoffService) -> Starlette:
     )
 
 
-def caller_of(ctx: Context) -> Principal:
+def caller_of(ctx: Context, caller: str) -> Principal:
     """The principal of the key of the HTTP request that carried the call."""
     request = ctx.request_context.request
     if request is None:  # the SDK hands every HTTP request's own to the call
         raise RuntimeError("an MCP tool over HTTP was called without its HTTP request")
-    return request.scope[CALLER]
+    return request.scope[caller]
 
 
 class ServiceAgent:
