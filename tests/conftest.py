@@ -28,6 +28,7 @@ from titen.service.bootstrap import Services, bootstrap
 
 BACKENDS = ["sqlite", "postgres"]
 E2E = Path(__file__).parent / "e2e"
+CLUSTER = Path(__file__).parent / "cluster"
 
 
 # Modules whose tests run several server processes on one PostgreSQL database at once (two
@@ -50,11 +51,16 @@ MANY_CONNECTIONS = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that runs real processes is `slow`. The PostgreSQL tests of MANY_CONNECTIONS
+    """Every test that runs real processes is `slow`; those of tests/cluster are `cluster`
+    too. The PostgreSQL tests of MANY_CONNECTIONS
     share one xdist group: `make test` (--dist loadgroup) runs them one at a time, so its
     workers together stay under PostgreSQL's stock max_connections of 100."""
     for item in items:
         path = Path(item.fspath)
+        if CLUSTER in path.parents:  # clusters of their own: one test at a time, on 2 cores
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.cluster)
+            item.add_marker(pytest.mark.xdist_group("cluster"))
         if E2E in path.parents:
             item.add_marker(pytest.mark.slow)
             if path.stem in MANY_CONNECTIONS and on_postgres(item):
