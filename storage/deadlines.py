@@ -32,6 +32,8 @@ from typing import Any
 import psycopg
 from psycopg import errors
 
+from titen.storage import replication
+
 POOL_WAIT_SECONDS = 4
 """How long a command waits for a pooled connection before it is told 503."""
 CONNECT_SECONDS = 3
@@ -118,11 +120,13 @@ def tune(pool: Any, options: dict[str, Any]) -> None:
 
 
 def _noting_session(configure: Any) -> Any:
-    """The pool's hook for a new connection, which then also notes the connection's session."""
+    """The pool's hook for a new connection, which then also notes the connection's session
+    and hands its notices to storage/replication.py."""
 
     def configured(conn: DeadlineConnection) -> None:
         if configure is not None:
             configure(conn)
+        conn.add_notice_handler(replication.note)  # a commit's WARNING (storage/replication.py)
         row = conn.execute(
             "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
         ).fetchone()

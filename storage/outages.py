@@ -34,6 +34,8 @@ SQLITE_OUTAGES = (
 
 
 def is_outage(exc: BaseException) -> bool:
+    if isinstance(exc, OutcomeUnknown | NotCommitted):
+        return True  # raised by titen itself, with or without a driver's error behind it
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, psycopg.Error):
@@ -55,6 +57,12 @@ class NotCommitted(OperationalError):
 class OutcomeUnknown(OperationalError):
     """A commit's answer was lost, and the store could not tell whether it landed: the change
     may have been saved. An Idempotency-Key retried later returns the original outcome."""
+
+    answer = (
+        "The database stopped answering while this change was being saved, and could not "
+        "tell whether it was; retry with the same Idempotency-Key to learn its outcome."
+    )
+    """What the API tells the caller (503 UNAVAILABLE)."""
 
 
 class ClockDisagrees(OperationalError):

@@ -14,7 +14,9 @@ it ends the old session on the server (so an in-flight commit can no longer land
 looks for its own events by aggregate id, version and content. Found: the insert succeeded, with
 their log positions. Absent: NotCommitted, an outage that changed nothing. Another command's
 events at those versions: IntegrityError, a lost race like any other. The database unreachable
-meanwhile: OutcomeUnknown (docs/operations.md says what each answer guarantees).
+meanwhile: OutcomeUnknown (docs/operations.md says what each answer guarantees). A commit found
+(or one that drew a WARNING) on a store with synchronous standbys counts only once they hold it
+(storage/replication.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import psycopg
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
@@ -33,7 +36,7 @@ from eventsourcing.postgres import (
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 
-from titen.storage import deadlines
+from titen.storage import deadlines, replication
 from titen.storage.clock import ClockCheck
 from titen.storage.inline import DOMAIN_EVENTS, InlineRecording
 from titen.storage.outages import ClockDisagrees, NotCommitted, OutcomeUnknown, is_outage
@@ -110,8 +113,9 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         self._sending.connection = None
+        replication.forget()
         try:
-            return _insert_once(self, stored_events, **kwargs)
+            positions = _insert_once(self, stored_events, **kwargs)
         except _RollBack as rolled_back:
             failed = rolled_back.failed
             # Rolled back, so no COMMIT was sent: nothing landed. A clock's refusal is answered as
@@ -124,6 +128,9 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             if lost is None or not answer_lost(lost):
                 raise  # nothing was sent, or the server answered the error: nothing landed
             return self._settle(lost, stored_events, failed)
+        if replication.warned():
+            self._confirm_replicated("the commit drew a WARNING (its standby's wait cancelled?)")
+        return positions
 
     def _insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -167,8 +174,20 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         )
         if not ours:
             raise IntegrityError("another command saved these versions first")
+        self._confirm_replicated(f"a commit whose answer was lost ({failed}) landed")
         log.warning("a commit whose answer was lost had landed (%s): answered as done", failed)
         return [row["notification_id"] for row in rows]
+
+    def _confirm_replicated(self, why: str) -> None:
+        """NotReplicated (an unknown outcome) unless the store's synchronous standbys hold what
+        was committed (storage/replication.py); a commit on the primary alone is not done."""
+        try:
+            with self.datastore.get_connection() as conn:
+                replication.confirm(conn, why)
+        except (OperationalError, InterfaceError, psycopg.Error) as again:
+            raise replication.NotReplicated(
+                f"{why}, and the store did not say whether it is replicated ({again})"
+            ) from None
 
     def _fetch_ids_after_insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -118,11 +118,7 @@ def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
         extra={"fields": {"request_id": request_id(req)}},
     )
     if isinstance(exc, OutcomeUnknown):
-        raise error(
-            503,
-            "The database stopped answering while this change was being saved, and could not "
-            "tell whether it was; retry with the same Idempotency-Key to learn its outcome.",
-        )
+        raise error(503, exc.answer)
     if isinstance(exc, ClockDisagrees):
         raise error(
             503, "This node could not agree with the database's clock; nothing was saved; retry."

@@ -1,0 +1,88 @@
+"""Synchronous replication's trap: a commit PostgreSQL reports done that its standby may lack.
+
+With `synchronous_standby_names` set, a commit waits until a standby has flushed it. That wait
+can end early: cancelled (`pg_cancel_backend`, a client's cancel request), the commit returns
+success with only a WARNING ("canceling wait for synchronous replication ... committed locally
+but might not have been replicated"); terminated (`pg_terminate_backend`, as titen's settling
+of a lost commit does, storage/postgres.py), it commits locally with the same WARNING and drops
+the connection. Either way the change is on the primary alone, and a failover now would lose
+it: acknowledging it would break "no acknowledged write is lost".
+
+So a commit that drew a WARNING, and a lost commit found in the store, count as done only when
+the store is known to have replicated them: no synchronous standby is configured (the operator
+asked for no more), or every synchronous standby (`pg_stat_replication.sync_state` `sync` or
+`quorum`) has flushed up to the WAL position read afterwards, which is past the commit. Else
+NotReplicated, an OutcomeUnknown: answered 503, and a retry with the same Idempotency-Key
+learns the outcome. Any WARNING is checked, not only that message (the server translates its
+messages): the check itself decides. Reading a standby's position needs the `pg_monitor` role
+(or a superuser); without it the position is NULL and the outcome stays unknown.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from titen.storage.outages import OutcomeUnknown
+
+CONFIRM_SECONDS = 2.0
+"""How long a flagged commit may wait for the standbys' flush to pass it before it is unknown."""
+_flagged = threading.local()
+
+
+class NotReplicated(OutcomeUnknown):
+    """A commit landed on the primary, but no synchronous standby is known to hold it."""
+
+    answer = (
+        "The primary database saved this change but its standby did not confirm it, so the "
+        "outcome is unknown (a failover may lose it); retry with the same Idempotency-Key to "
+        "learn its outcome."
+    )
+
+
+def note(diagnostic: Any) -> None:
+    """psycopg's notice handler on every pooled connection. It runs in the thread that reads
+    the server's answer, so the flag is that thread's: the command whose commit drew it."""
+    if diagnostic.severity_nonlocalized == "WARNING":
+        _flagged.warned = True
+
+
+def forget() -> None:
+    """Clear this thread's flag before a commit."""
+    _flagged.warned = False
+
+
+def warned() -> bool:
+    """Whether this thread's connection drew a WARNING since `forget`."""
+    return getattr(_flagged, "warned", False)
+
+
+def confirm(conn: Any, why: str) -> None:
+    """On a pooled connection (dict rows): return if what was committed before this call is
+    on every synchronous standby (or none is configured); else NotReplicated, naming `why` the
+    commit was in doubt."""
+    wanted = conn.execute(
+        "SELECT current_setting('synchronous_standby_names') <> '' AS wanted,"
+        " pg_current_wal_lsn() AS lsn"
+    ).fetchone()
+    if not wanted["wanted"]:
+        return
+    target = wanted["lsn"]
+    deadline = time.monotonic() + CONFIRM_SECONDS
+    while True:
+        row = conn.execute(
+            "SELECT count(*) AS standbys,"
+            " count(*) FILTER (WHERE flush_lsn >= %s::pg_lsn) AS flushed"
+            " FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')",
+            [str(target)],
+        ).fetchone()
+        standbys, flushed = row["standbys"], row["flushed"]
+        if standbys and flushed == standbys:
+            return
+        if time.monotonic() > deadline:
+            raise NotReplicated(
+                f"{why}, and no synchronous standby is known to hold it "
+                f"({flushed} of {standbys} flushed past {target})"
+            )
+        time.sleep(0.05)

@@ -1,0 +1,93 @@
+"""The synchronous-replication trap: a commit whose wait for the standby ends early is on the
+primary alone, and must never be answered as done.
+
+The standby is stopped, so every commit waits for it. First the waiting commit is cancelled
+(`pg_cancel_backend`): PostgreSQL returns success with only a WARNING. Then one is left to wait
+until the node's answer deadline: the node settles it by terminating its session, which commits
+it locally with the same WARNING, and finds it. Both must answer 503 UNAVAILABLE with
+Retry-After, saying the outcome is unknown; once the standby is back, the same Idempotency-Key
+returns the original outcome, and the history check passes.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from tests.cluster.harness import answer, lease, principals_and_keys, read_store
+from tests.cluster.history import Ack, check
+from tests.cluster.replication import Pair, replicated_pair, wait_for
+from tests.support import Server, eventually
+
+WAITING = "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+
+
+def acquire_in_thread(node: Server, key: str, resource: str, once: str) -> list:
+    """POST an acquire in a thread; the list gets (status, headers, body) when it answers."""
+    result: list = []
+
+    def send() -> None:
+        result.append(answer(node.url, "POST", "/v1/leases", key, lease(resource), once))
+
+    threading.Thread(target=send, daemon=True).start()
+    return result
+
+
+def waiting_commit(pair: Pair) -> int:
+    """The server process of a commit waiting for the standby, once there is one."""
+    found: list[int] = []
+    wait_for(lambda: found.append(pair.primary.scalar(WAITING)) or found[-1], "a waiting commit")
+    return found[-1]
+
+
+def assert_unknown(result: list) -> None:
+    eventually(lambda: result, "the node answers", 30)
+    status, headers, body = result[0]
+    assert status == 503, body
+    assert body["error"]["code"] == "UNAVAILABLE", body
+    assert "retry-after" in headers
+    message = body["error"]["message"]
+    assert "outcome is unknown" in message and "Idempotency-Key" in message, message
+
+
+def test_a_commit_the_standby_never_confirmed_is_never_acknowledged():
+    with replicated_pair(25610) as pair:
+        url = pair.url()
+        _, (key,), operator = principals_and_keys(url, 1)
+        node = Server(url, 4)
+        try:
+            status, _, body = answer(node.url, "POST", "/v1/leases", key, lease("before"))
+            assert status == 201
+            acks = [Ack("acquire", body["data"]["lease_id"], body["data"]["fencing_token"])]
+            pair.standby.ctl("stop")
+
+            cancelled = {"Idempotency-Key": "cancelled"}
+            result = acquire_in_thread(node, key, "cancelled", cancelled)
+            pair.primary.scalar(f"SELECT pg_cancel_backend({waiting_commit(pair)})")
+            assert_unknown(result)
+
+            settled = {"Idempotency-Key": "settled"}
+            result = acquire_in_thread(node, key, "settled", settled)
+            waiting_commit(pair)  # left waiting: the node's answer deadline ends it
+            assert_unknown(result)
+
+            pair.standby.ctl("start")
+            wait_for(
+                lambda: (
+                    pair.primary.scalar(
+                        "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'"
+                    )
+                    == "sync"
+                ),
+                "the standby is back",
+            )
+            for resource, once in (("cancelled", cancelled), ("settled", settled)):
+                status, _, body = answer(node.url, "POST", "/v1/leases", key, lease(resource), once)
+                assert status == 201, body
+                acks.append(Ack("acquire", body["data"]["lease_id"], body["data"]["fencing_token"]))
+            store = read_store(
+                node.url, operator, ["before", "cancelled", "settled"], pair.primary.url
+            )
+            check(acks, store)
+            assert [len(store.terms[r]) for r in ("cancelled", "settled")] == [1, 1]
+        finally:
+            node.stop()
