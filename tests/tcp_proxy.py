@@ -34,6 +34,7 @@ class TcpProxy:
         self._at_commit: bool | None = None  # armed: whether to deliver the COMMIT first
         self._after: bytes | None = None  # armed for the connection that sends these bytes
         self._chosen: socket.socket | None = None  # that connection, once it sent them
+        self._then_cut = False  # armed: cut everything once that COMMIT is cut
         self._answering: dict[socket.socket, threading.Event] = {}  # upstream: its answer came
         self.commits_cut = 0
         threading.Thread(target=self._accept, daemon=True).start()
@@ -54,14 +55,18 @@ class TcpProxy:
         """Stop forwarding anything, closing nothing, until `restore`."""
         self._flowing.clear()
 
-    def cut_at_commit(self, deliver: bool, after: bytes | None = None) -> None:
+    def cut_at_commit(
+        self, deliver: bool, after: bytes | None = None, then_cut: bool = False
+    ) -> None:
         """Close the connection that next sends COMMIT, right after forwarding it (`deliver`)
         or instead of forwarding it; with `after`, only a COMMIT of the connection that sent
-        those bytes first (the transaction that runs that statement)."""
+        those bytes first (the transaction that runs that statement); with `then_cut`, `cut`
+        everything right then (the database gone before anyone can ask it what landed)."""
         with self._lock:
             self._at_commit = deliver
             self._after = after
             self._chosen = None
+            self._then_cut = then_cut
 
     def close(self) -> None:
         self._closed = True
@@ -133,6 +138,8 @@ class TcpProxy:
                 upstream.sendall(pending)
             answered.wait(10)  # the server has committed: its answer is here, held
             _close(client)
+            if self._then_cut:
+                self.cut()
         finally:
             self._flowing.set()
         return True

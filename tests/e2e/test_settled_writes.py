@@ -20,10 +20,11 @@ import psycopg
 import pytest
 
 from tests.e2e.test_outage import proxied  # noqa: F401 (a fixture)
-from tests.support import Http, Server, create_key, titen
+from tests.support import Http, Server, create_key, eventually, titen
 from tests.tcp_proxy import TcpProxy
 
 HOOK = {"url": "http://127.0.0.1:9/hook"}
+LEASE = {"purpose": "p", "ttl_seconds": 60, "resource_type": "deploy", "resource_id": "r"}
 LANDS = pytest.mark.parametrize("lands", [True, False], ids=["commit-lands", "commit-lost"])
 
 
@@ -214,3 +215,35 @@ def test_keys_revoked_as_the_commit_answer_is_lost(postgres_database, proxied, l
     else:
         assert revoked.returncode == 75, revoked.stderr
         assert live == [(1,)]
+
+
+@pytest.mark.parametrize("command", ["acquire", "webhook"])
+def test_an_outcome_that_cannot_be_learnt_is_answered_so_and_its_key_returns_it(served, command):
+    """The COMMIT lands, its answer is lost, and the database is gone before titen can ask what
+    landed: the 503 says the outcome is unknown, and the same request retried with its key once
+    the database is back returns the original outcome, made once."""
+    proxy, alice, store = served
+    path, body, after, made = {
+        "acquire": ("/v1/leases", LEASE, None, "SELECT lease_id FROM {s}.lease_index"),
+        "webhook": (
+            "/v1/webhooks",
+            HOOK,
+            b'"webhooks" VALUES',
+            "SELECT webhook_id FROM {s}.webhooks",
+        ),
+    }[command]
+    proxy.cut_at_commit(deliver=True, after=after, then_cut=True)
+    status, answer = alice.request("POST", path, body, headers=once("u1"))
+    assert proxy.commits_cut == 1
+    assert unavailable(status, answer) and "could not tell" in answer["error"]["message"], answer
+    proxy.restore()
+    replies: list[tuple[int, dict | None]] = []
+    eventually(
+        lambda: (
+            replies.append(alice.request("POST", path, body, headers=once("u1")))
+            or replies[-1][0] // 100 == 2
+        ),
+        "the keyed retry is answered once the database is back",
+    )
+    [(saved,)] = store.rows(made)
+    assert saved == replies[-1][1]["data"]["lease_id" if command == "acquire" else "webhook_id"]
