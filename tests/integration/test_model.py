@@ -61,9 +61,9 @@ ENDING_TYPES = {
     "superseded": "lease.superseded",
     "replaced_after_expiry": "lease.replaced_after_expiry",
 }
-EXAMPLES = {"sqlite": 200, "postgres": 25}
-# SQLite's examples in independent runs, so that `make test`'s processes share them out.
-SHARDS = {"sqlite": 4, "postgres": 1}
+EXAMPLES = {"sqlite": 200, "postgres": 26}
+# Examples in independent runs, so that `make test`'s processes share them out.
+SHARDS = {"sqlite": 4, "postgres": 2}
 STEPS = {"sqlite": 40, "postgres": 30}
 
 principals = st.sampled_from(PRINCIPALS)
