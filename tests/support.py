@@ -199,19 +199,25 @@ class Server:
         port: int = 0,
         own_group: bool = False,
         env: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
     ):
         """`own_group`: the server leads a process group of its own, as a shell job does, so
         that a test can send the group what a terminal sends on Ctrl-C. `env`: variables added
-        to the server's environment (a faked clock, tests/e2e/test_clocks.py)."""
+        to the server's environment (a faked clock, tests/e2e/test_clocks.py). `prefix` runs it
+        through another command (`ip netns exec NS`: tests/cluster), listening on `host`."""
         self.database = database
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self._log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in stop/kill)
         self.log = ""
         self.process = subprocess.Popen(
             [
+                *prefix,
                 TITEN,
                 "serve",
+                "--host",
+                host,
                 "--port",
                 str(self.port),
                 "--threads",

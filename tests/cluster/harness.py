@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from datetime import datetime
+from urllib.parse import parse_qsl, urlencode
 
 import psycopg
 
@@ -120,7 +121,7 @@ def principals_and_keys(database: str, count: int) -> tuple[list[str], list[str]
 
 def read_store(url: str, operator_key: str, resources: list[str], database: str) -> Store:
     """The store as it is now: each resource's terms (the audit), the handoffs created (the
-    event log) and the events table's positions (read from the database `database`)."""
+    event log) and the events table's positions (read from `database`, a titen URL)."""
     http = Http(url, operator_key)
     terms = {resource: _terms(http, resource) for resource in resources}
     handoffs: list[str] = []
@@ -133,8 +134,11 @@ def read_store(url: str, operator_key: str, resources: list[str], database: str)
         if not events:
             break
         cursor = f"&after={page['data']['next_cursor']}"  # type: ignore[index]
-    with psycopg.connect(database, autocommit=True) as conn:
-        rows = conn.execute("SELECT notification_id FROM titen_events ORDER BY 1").fetchall()
+    base, _, query = database.partition("?")
+    params = dict(parse_qsl(query))
+    table = f'"{params.pop("schema", "public")}".titen_events'
+    with psycopg.connect(base + "?" + urlencode(params), autocommit=True) as conn:
+        rows = conn.execute(f"SELECT notification_id FROM {table} ORDER BY 1").fetchall()
     return Store(terms, handoffs, [row[0] for row in rows])
 
 

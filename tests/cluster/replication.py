@@ -114,71 +114,68 @@ def _configure(name: str, listen: str, clients: str) -> None:
         hba.write(f"host replication all 127.0.0.1/32 trust\nhost all all {clients} trust\n")
 
 
+def _create(cluster: Cluster, listen: str, clients: str) -> None:
+    """A new cluster on its port, started, with a database `test`."""
+    run("pg_createcluster", VERSION, cluster.name, "-p", str(cluster.port), "--", "--auth=trust")
+    _configure(cluster.name, listen, clients)
+    cluster.ctl("start")
+    run(
+        "runuser", "-u", "postgres", "--",
+        "createdb", "-h", "127.0.0.1", "-p", str(cluster.port), "test",
+    )  # fmt: skip
+
+
 @contextmanager
-def replicated_pair(
+def single_cluster(
     port: int, listen: str = "127.0.0.1", clients: str = "127.0.0.1/32"
-) -> Iterator[Pair]:
-    """A primary on `port` and its synchronous standby on `port + 1`, each with a database
-    `test`, listening on `listen` for the `clients` (CIDR) besides loopback."""
-    primary = Cluster(f"titen_c{port}", port)
-    standby = Cluster(f"titen_c{port + 1}", port + 1)
-    for cluster in (primary, standby):
-        drop(cluster.name)  # left by a run that was killed
+) -> Iterator[Cluster]:
+    """One cluster on `port`, listening on `listen` for the `clients` (CIDR) besides
+    loopback; dropped on the way out."""
+    cluster = Cluster(f"titen_c{port}", port)
+    drop(cluster.name)  # left by a run that was killed
     try:
-        run("pg_createcluster", VERSION, primary.name, "-p", str(port), "--", "--auth=trust")
-        _configure(primary.name, listen, clients)
-        primary.ctl("start")
-        run(
-            "runuser",
-            "-u",
-            "postgres",
-            "--",
-            "createdb",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "test",
-        )
-        run("pg_createcluster", VERSION, standby.name, "-p", str(port + 1), "--", "--auth=trust")
-        _configure(standby.name, listen, clients)
-        folder = f"{DATA}/{standby.name}"
-        shutil.rmtree(folder)  # the standby's data are the primary's copy
-        run("install", "-d", "-o", "postgres", "-g", "postgres", "-m", "700", folder)
-        run(
-            "runuser",
-            "-u",
-            "postgres",
-            "--",
-            "pg_basebackup",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-D",
-            folder,
-            "-R",
-            "-X",
-            "stream",
-            "-c",
-            "fast",
-        )
-        standby.ctl("start")
-        wait_for(
-            lambda: (
-                primary.scalar("SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")
-                == 1
-            ),
-            "the standby streams",
-        )
-        with primary.connect() as conn:
-            conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
-            conn.execute("SELECT pg_reload_conf()")
-        wait_for(
-            lambda: primary.scalar("SELECT sync_state FROM pg_stat_replication") == "sync",
-            "the standby is synchronous",
-        )
-        yield Pair(primary, standby)
+        _create(cluster, listen, clients)
+        yield cluster
     finally:
-        for cluster in (primary, standby):
-            drop(cluster.name)
+        drop(cluster.name)
+
+
+@contextmanager
+def replicated_pair(port: int) -> Iterator[Pair]:
+    """A primary on `port` and its synchronous standby on `port + 1`, on loopback."""
+    standby = Cluster(f"titen_c{port + 1}", port + 1)
+    drop(standby.name)
+    try:
+        with single_cluster(port) as primary:
+            run(
+                "pg_createcluster", VERSION, standby.name, "-p", str(port + 1),
+                "--", "--auth=trust",
+            )  # fmt: skip
+            _configure(standby.name, "127.0.0.1", "127.0.0.1/32")
+            folder = f"{DATA}/{standby.name}"
+            shutil.rmtree(folder)  # the standby's data are the primary's copy
+            run("install", "-d", "-o", "postgres", "-g", "postgres", "-m", "700", folder)
+            run(
+                "runuser", "-u", "postgres", "--", "pg_basebackup", "-h", "127.0.0.1",
+                "-p", str(port), "-D", folder, "-R", "-X", "stream", "-c", "fast",
+            )  # fmt: skip
+            standby.ctl("start")
+            wait_for(
+                lambda: (
+                    primary.scalar(
+                        "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+                    )
+                    == 1
+                ),
+                "the standby streams",
+            )
+            with primary.connect() as conn:
+                conn.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+                conn.execute("SELECT pg_reload_conf()")
+            wait_for(
+                lambda: primary.scalar("SELECT sync_state FROM pg_stat_replication") == "sync",
+                "the standby is synchronous",
+            )
+            yield Pair(primary, standby)
+    finally:
+        drop(standby.name)
