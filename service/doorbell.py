@@ -27,8 +27,8 @@ class Doorbell:
             self._rung.notify()
 
     def ring_all(self) -> None:
-        """Wake every idle worker at once: they are stopping, and each would otherwise sleep
-        out its IDLE_POLL_SECONDS before it saw that (a stop took a quarter to half a second)."""
+        """Wake every idle worker at once: they are stopping, or something to deliver appeared
+        while they slept (service/workers.py); each would otherwise sleep out its poll."""
         with self._rung:
             self._version += 1
             self._rung.notify_all()

@@ -130,4 +130,8 @@ def _webhook_workers(services: Services, settings: ServerSettings, doorbell: Doo
         RetrySchedule(settings.webhook_retry_seconds),
         services.clock,
     )
-    return Workers(services.delivery, sender, doorbell, settings.webhook_workers)
+    presence = services.webhook_presence
+    presence.on_enabled.append(doorbell.ring_all)  # idle workers sleep while there is none
+    return Workers(
+        services.delivery, sender, doorbell, settings.webhook_workers, wanted=presence.enabled
+    )

@@ -162,3 +162,27 @@ def test_stopping_wakes_every_idle_worker_at_once():
         eventually(lambda: len(workers.signal._rung._waiters) == 3, "three idle workers")
         workers.stop(timeout=10)
     assert not any(thread.is_alive() for thread in workers._threads)
+
+
+def test_idle_workers_make_no_claims_while_nothing_is_wanted():
+    """With no enabled webhook, idle workers claimed every 0.25 s each (32 queries a second
+    from an idle server); now they wait, and are woken when one appears."""
+    claims: list[int] = []
+    wanted = [False]
+    sink = SimpleNamespace(kind="webhook")
+    with patch("titen.service.workers.QUIET_POLL_SECONDS", 3600):
+        workers = Workers(
+            None,  # type: ignore[arg-type]
+            sink,  # type: ignore[arg-type]
+            Doorbell(),
+            2,
+            claim=lambda: claims.append(1),  # type: ignore[arg-type,func-returns-value]
+            wanted=lambda: wanted[0],
+        )
+        workers.start()
+        eventually(lambda: len(workers.signal._rung._waiters) == 2, "two idle workers")
+        assert claims == []
+        wanted[0] = True
+        workers.signal.ring_all()
+        eventually(lambda: len(claims) >= 2, "both workers claiming")
+        workers.stop(timeout=10)
