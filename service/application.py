@@ -7,6 +7,9 @@ Each attempt decides at one instant, read from `clock` after loading what it dec
 every event it makes carries that instant as its timestamp too (the library's own, which the
 audit shows). On PostgreSQL the clock is the database's and the save's transaction checks the
 instants against it (storage/clock.py): a command refused there runs again on a fresh reading.
+Each process's estimate of that clock trails it by its own round trip, so a command never
+decides before the last instant of what it loaded (`_instant_after`): a release on one node
+and an acquire right after it on another never show the second term beginning first.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, JSONTranscoder, Recording, Transcoding
 
-from titen.domain.clock import Clock
+from titen.domain.clock import Clock, truncate
 from titen.domain.errors import Contention, InvalidField, NotFound
 from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import LEASE, new_id
@@ -34,6 +37,10 @@ log = logging.getLogger("titen.app")
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 32
+NODE_LAG = timedelta(seconds=1)
+"""The most one process's clock may trail another's last instant on an aggregate and still be
+moved up to it: more is not the lag of an estimate (an event an earlier release stamped with
+its own wall clock, a test's clock), and is left as it is."""
 CLOCK_ATTEMPTS = 3
 """Saves of one command the database's clock may refuse (each followed by a fresh reading of
 it) before the command answers an outage."""
@@ -149,7 +156,7 @@ class Titen(Application[UUID]):
             if not assume_new:
                 lease = self._find(key)
             assume_new = False  # if this save conflicts, the resource exists: load it next time
-            now = self.clock.now()
+            now = self._instant_after(lease)
             if lease is None:
                 lease = Lease(key, organization, resource_type, resource_id, timestamp=now)
             holding = lease.acquire(
@@ -164,6 +171,19 @@ class Titen(Application[UUID]):
         committed = self._retrying(attempt, keep)
         self._remember(key)
         return committed
+
+    def _instant_after(self, loaded: Any) -> datetime:
+        """The instant to decide at: the clock's, or the last instant of the aggregate it
+        decides on (its last event's, `modified_on`) if that is later by up to NODE_LAG.
+
+        That instant was no later than the database's clock when it was saved, so this one is
+        not either: it is still the database's time, read by a node whose estimate trailed
+        less than this one's."""
+        now = self.clock.now()
+        last = None if loaded is None else truncate(loaded.modified_on)
+        if last is not None and now < last <= now + NODE_LAG:
+            return last
+        return now
 
     def _find(self, key: UUID) -> Any:
         """The aggregate, or None if the store has none under `key`."""
@@ -193,7 +213,7 @@ class Titen(Application[UUID]):
     ) -> Committed[datetime]:
         def attempt() -> tuple[datetime, Lease]:
             lease = self._get(lease_key)
-            now = self.clock.now()
+            now = self._instant_after(lease)
             lease.release(lease_id=lease_id, by=by, as_operator=as_operator, now=now)
             return now, lease
 
@@ -249,7 +269,8 @@ class Titen(Application[UUID]):
 
         def attempt() -> tuple[Handoff, Handoff]:
             handoff = self.get_handoff(key, missing=f"No pending handoff {public_id(key)}.")
-            handoff.resolve(organization=organization, by=by, accept=accept, now=self.clock.now())
+            now = self._instant_after(handoff)
+            handoff.resolve(organization=organization, by=by, accept=accept, now=now)
             return handoff, handoff
 
         return self._retrying(attempt, keep)

@@ -120,3 +120,49 @@ def test_a_test_s_clock_is_not_checked_against_the_database(opened):
 
     assert answer.status_code == 201, answer.text
     assert parse_iso(answer.json["data"]["expires_at"]) == datetime(2020, 1, 1, 0, 1, tzinfo=UTC)
+
+
+LEASE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
+
+
+def trailing(opened) -> Services:
+    """A process whose estimate of the database's clock trails by half a second (its anchor
+    read was slow), until a check of its own tightens it."""
+    return opened(DatabaseClock(Skewed(-0.5)))
+
+
+def test_an_acquire_right_after_a_release_on_a_node_that_trails_more_does_not_begin_first(opened):
+    here = opened(DatabaseClock(Skewed()))
+    held = here.app.acquire_lease(organization="acme", holder="agent_a", **LEASE).value
+    released_at = here.app.release_lease(
+        lease_key=here.app.resource_keys.of("acme", "deploy", "r"),
+        lease_id=held.lease_id,
+        by="agent_a",
+        as_operator=False,
+    ).value
+
+    taken = trailing(opened).app.acquire_lease(organization="acme", holder="agent_b", **LEASE)
+
+    assert taken.value.acquired_at >= released_at
+    assert taken.value.fencing_token == 2
+
+
+def test_a_resolve_on_a_node_that_trails_more_is_not_recorded_before_the_creation(opened):
+    here = opened(DatabaseClock(Skewed()))
+    created = here.app.create_handoff(
+        organization="acme",
+        from_principal="agent_a",
+        to_principal="agent_b",
+        subject_id="s",
+        context_id=None,
+        checkpoint_id=None,
+        message=None,
+        is_principal=lambda _: True,
+    ).value
+
+    resolved = trailing(opened).app.resolve_handoff(
+        organization="acme", key=created.id, by="agent_b", accept=True
+    )
+
+    assert resolved.value.resolved_at is not None
+    assert resolved.value.resolved_at >= created.created_at
