@@ -30,6 +30,8 @@ from tests.support import (
 from titen.api.rest.settings import DEFAULT_WORKERS
 
 WORKERS = 2
+REVOCATION_BOUND_SECONDS = 10
+"""A bound for a revocation that never arrives, not a pace: it takes milliseconds when idle."""
 LEASE = {"resource_type": "deploy", "purpose": "p", "ttl_seconds": 60}
 
 
@@ -125,7 +127,11 @@ def test_a_write_is_read_back_through_any_worker(served):
     assert crossed >= 3, "requests never crossed workers"
 
 
-def test_a_revoked_key_is_refused_by_every_worker_at_once(served):
+def test_a_revoked_key_is_refused_by_every_worker_and_stays_refused(served):
+    """Each worker learns of the revocation from its own listener (a NOTIFY on PostgreSQL, a
+    poll on SQLite), a moment after the CLI's commit: each must refuse the key within the
+    moment docs/operations.md gives, and no worker may accept it again once it has refused it.
+    (Asserting the first request after the commit was refused failed now and then under load.)"""
     workers = child_pids(served.process.pid)
     key = create_key(served.database, "acme", "agent_a")
     traced = Traced(served, key)
@@ -134,13 +140,16 @@ def test_a_revoked_key_is_refused_by_every_worker_at_once(served):
     titen("keys", "revoke", "--org", "acme", "--principal", "agent_a", database=served.database)
 
     refused_by: set[int] = set()
-    for _ in range(40):
+    deadline = time.monotonic() + REVOCATION_BOUND_SECONDS
+    while refused_by != workers:
+        assert time.monotonic() < deadline, f"refused only by {refused_by} of {workers}"
         request_id, status, body = traced.request("GET", "/v1/handoffs")
-        assert status == 401, body
-        refused_by.update(traced.served_by(request_id))
-        if refused_by == workers:
-            break
-    assert refused_by == workers
+        (worker,) = traced.served_by(request_id)
+        if status == 200:
+            assert worker not in refused_by, f"worker {worker} accepted the key again"
+        else:
+            assert status == 401, body
+            refused_by.add(worker)
 
 
 def test_a_worker_that_dies_is_replaced_and_reported(served):
