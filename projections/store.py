@@ -26,6 +26,7 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresTrackingRecorder
 from eventsourcing.sqlite import SQLiteFactory, SQLiteTrackingRecorder
 
+from titen.storage import replication
 from titen.storage.settle import TRANSACTION_ID, answer_lost, settle_transaction
 
 Row = dict[str, Any]
@@ -287,9 +288,12 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         it returns as done if it landed, raises NotCommitted (an outage: 503) if it did not, and
         OutcomeUnknown if the store cannot tell. Nothing is ever written twice: the caller is not
         told to run it again. Lost before the COMMIT, it raises as any outage: nothing landed.
+        A commit on the primary alone (its standby's wait cancelled: a WARNING) is not done
+        either: NotReplicated (storage/replication.py), as for the events' commits.
         """
         lost: Any = None
         xid = ""
+        replication.forget()
         try:
             with self.datastore.get_connection() as conn, conn.transaction():
                 cursor = conn.cursor()
@@ -301,7 +305,10 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         except (OperationalError, InterfaceError) as failed:
             if lost is None or not answer_lost(lost):
                 raise
-            settle_transaction(self.datastore, lost, xid, failed)
+            settle_transaction(self.datastore, lost, xid, failed)  # confirms it if it landed
+            return
+        if replication.warned():
+            replication.confirm_on(self.datastore, replication.WARNED)
 
     def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         """One statement on its own (the pool's connections autocommit): no BEGIN and ROLLBACK

@@ -26,7 +26,6 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-import psycopg
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
@@ -129,7 +128,7 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
                 raise  # nothing was sent, or the server answered the error: nothing landed
             return self._settle(lost, stored_events, failed)
         if replication.warned():
-            self._confirm_replicated("the commit drew a WARNING (its standby's wait cancelled?)")
+            replication.confirm_on(self.datastore, replication.WARNED)
         return positions
 
     def _insert_events(
@@ -174,20 +173,9 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         )
         if not ours:
             raise IntegrityError("another command saved these versions first")
-        self._confirm_replicated(f"a commit whose answer was lost ({failed}) landed")
+        replication.confirm_on(self.datastore, f"a commit whose answer was lost ({failed}) landed")
         log.warning("a commit whose answer was lost had landed (%s): answered as done", failed)
         return [row["notification_id"] for row in rows]
-
-    def _confirm_replicated(self, why: str) -> None:
-        """NotReplicated (an unknown outcome) unless the store's synchronous standbys hold what
-        was committed (storage/replication.py); a commit on the primary alone is not done."""
-        try:
-            with self.datastore.get_connection() as conn:
-                replication.confirm(conn, why)
-        except (OperationalError, InterfaceError, psycopg.Error) as again:
-            raise replication.NotReplicated(
-                f"{why}, and the store did not say whether it is replicated ({again})"
-            ) from None
 
     def _fetch_ids_after_insert_events(
         self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -24,10 +24,15 @@ import threading
 import time
 from typing import Any
 
+import psycopg
+from eventsourcing.persistence import InterfaceError, OperationalError
+
 from titen.storage.outages import OutcomeUnknown
 
 CONFIRM_SECONDS = 2.0
 """How long a flagged commit may wait for the standbys' flush to pass it before it is unknown."""
+WARNED = "the commit drew a WARNING (its standby's wait cancelled?)"
+"""Why a commit whose answer arrived is in doubt."""
 _flagged = threading.local()
 
 
@@ -56,6 +61,20 @@ def forget() -> None:
 def warned() -> bool:
     """Whether this thread's connection drew a WARNING since `forget`."""
     return getattr(_flagged, "warned", False)
+
+
+def confirm_on(datastore: Any, why: str) -> None:
+    """`confirm` on a connection of the library's datastore (its pool): a store that cannot be
+    asked leaves the commit in doubt too (NotReplicated)."""
+    try:
+        with datastore.get_connection() as conn:
+            confirm(conn, why)
+    except NotReplicated:
+        raise
+    except (OperationalError, InterfaceError, psycopg.Error) as again:
+        raise NotReplicated(
+            f"{why}, and the store did not say whether it is replicated ({again})"
+        ) from None
 
 
 def confirm(conn: Any, why: str) -> None:

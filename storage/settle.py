@@ -18,6 +18,7 @@ from typing import Any
 
 from eventsourcing.persistence import InterfaceError, OperationalError
 
+from titen.storage import replication
 from titen.storage.outages import NotCommitted, OutcomeUnknown
 
 END_SESSION_MS = 3000
@@ -49,8 +50,9 @@ def end_session(conn: Any, session: tuple[int, Any] | None) -> bool:
 
 def settle_transaction(datastore: Any, lost: Any, xid: str, failed: Exception) -> None:
     """Return if the transaction `xid`, whose COMMIT's answer was lost on connection `lost`,
-    committed; else raise NotCommitted (it did not: nothing changed), or OutcomeUnknown (the
-    store could not tell now)."""
+    committed (and, with synchronous standbys, they hold it: ending its session commits a
+    commit that waited for them on the primary alone); else raise NotCommitted (it did not:
+    nothing changed), or OutcomeUnknown (the store could not tell now, or a standby lacks it)."""
     try:
         with datastore.get_connection() as conn:
             end_session(conn, getattr(lost, "session", None))
@@ -67,3 +69,4 @@ def settle_transaction(datastore: Any, lost: Any, xid: str, failed: Exception) -
         raise OutcomeUnknown(
             f"the commit's answer was lost ({failed}) and its transaction is still {status}"
         ) from failed
+    replication.confirm_on(datastore, f"a commit whose answer was lost ({failed}) landed")

@@ -91,3 +91,37 @@ def test_a_commit_the_standby_never_confirmed_is_never_acknowledged():
             assert [len(store.terms[r]) for r in ("cancelled", "settled")] == [1, 1]
         finally:
             node.stop()
+
+
+def test_a_write_beside_the_event_log_the_standby_never_confirmed_is_never_acknowledged():
+    """A webhook subscription is a row of the view store, written without events
+    (projections/store.py `writing`): its commit is held to the same rule as the events'."""
+    with replicated_pair(25612) as pair:
+        url = pair.url()
+        _, (key,), _ = principals_and_keys(url, 1)
+        node = Server(url, 4, "--allow-private-webhooks")
+        try:
+            hook = {"url": "http://127.0.0.1:9/hook"}
+            assert answer(node.url, "POST", "/v1/webhooks", key, hook)[0] == 201
+            pair.standby.ctl("stop")
+
+            def create(once: str) -> list:
+                result: list = []
+                sent = {"Idempotency-Key": once}
+                threading.Thread(
+                    target=lambda: result.append(
+                        answer(node.url, "POST", "/v1/webhooks", key, hook, sent)
+                    ),
+                    daemon=True,
+                ).start()
+                return result
+
+            result = create("cancelled")
+            pair.primary.scalar(f"SELECT pg_cancel_backend({waiting_commit(pair)})")
+            assert_unknown(result)
+
+            result = create("settled")
+            waiting_commit(pair)  # left waiting: the node's answer deadline ends it
+            assert_unknown(result)
+        finally:
+            node.stop()
