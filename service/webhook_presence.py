@@ -15,11 +15,15 @@ the next change: a spare wake-up, the safe side.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Callable
 
 from titen.projections.store import PostgresViewStore, ViewStore, Writer
 from titen.service.consumers import ACTIVE
+from titen.storage.outages import log_failure
+
+log = logging.getLogger("titen.webhooks")
 
 KIND = "webhook"
 """The consumers' kind for webhook subscriptions."""
@@ -68,11 +72,20 @@ class WebhookPresence:
 
     def changed(self) -> None:
         """A create, enable or delete committed (here, or in another process): drop the cached
-        answer, and wake what sleeps while there is nothing to deliver."""
+        answer, and wake what sleeps while there is nothing to deliver.
+
+        Its caller has committed, so a failing read (the database failing right then) must not
+        become the caller's failure (a 503 for a subscription that was made): it is logged, and
+        the sleepers are woken anyway, which costs them a look at the table."""
         with self._lock:
             self._known = None
             self._generation += 1
-        if self.enabled():
+        try:
+            enabled = self.enabled()
+        except Exception as exc:
+            log_failure(log, "reading whether a webhook is enabled after a change", exc)
+            enabled = True
+        if enabled:
             for wake in self.on_enabled:
                 wake()
 

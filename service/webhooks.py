@@ -176,8 +176,10 @@ class Webhooks:
         return self._with_status(rows)[0]
 
     def delete(self, caller: Principal, webhook_id: str) -> str:
-        """Remove the subscription and its delivery state; when it was deleted."""
+        """Remove the subscription and its delivery state; when it was deleted (read before the
+        transaction: nothing after its commit may fail the deletion)."""
         self.get(caller, webhook_id)
+        deleted_at = iso(self.clock.now())
         with self.store.writing() as writer:
             gone = writer.fetchall(
                 "DELETE FROM {webhooks} WHERE webhook_id = %s RETURNING webhook_id", [webhook_id]
@@ -187,7 +189,7 @@ class Webhooks:
             self.consumers.remove(writer, webhook_id)
             self.presence.announce(writer)
         self.presence.changed()
-        return iso(self.clock.now())
+        return deleted_at
 
     def rotate_secret(
         self, caller: Principal, webhook_id: str, keep: Keep = None

@@ -33,11 +33,18 @@ CLUSTER = Path(__file__).parent / "cluster"
 
 # Modules whose PostgreSQL tests hold the most connections at once: four servers started
 # together (test_startup), three servers (test_lease_races), --workers 2 (test_workers,
-# test_fault_soak, whose backends are also terminated and reopened over and over). A test
-# server process holds at most 5 (the lazy pool, `--pool-size`); these run one at a time, so
-# with the other xdist workers' tests (at most two single-process servers each) the suite stays
-# well under PostgreSQL's stock max_connections of 100.
-MANY_CONNECTIONS = {"test_fault_soak", "test_lease_races", "test_startup", "test_workers"}
+# test_fault_soak and test_fault_soak_beside_the_log, whose backends are also terminated and
+# reopened over and over). A test server process holds at most 5 (the lazy pool,
+# `--pool-size`); these run one at a time, so with the other xdist workers' tests (at most two
+# single-process servers each) the suite stays well under PostgreSQL's stock max_connections
+# of 100.
+MANY_CONNECTIONS = {
+    "test_fault_soak",
+    "test_fault_soak_beside_the_log",
+    "test_lease_races",
+    "test_startup",
+    "test_workers",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -135,8 +135,12 @@ class Supervisor:
             status = 0
         except KeyboardInterrupt:  # stopped while starting
             status = 0
-        except BaseException:
-            log.exception("worker %d failed", os.getpid())
+        except BaseException as exc:
+            # The database failing as the worker opens it is a condition (a warning without a
+            # traceback, as every outage is), and the worker is replaced; anything else a defect.
+            from titen.storage.outages import log_failure  # loaded by the work already
+
+            log_failure(log, f"worker {os.getpid()} failed", exc)
         finally:
             logging.shutdown()
             sys.stdout.flush()
