@@ -426,6 +426,13 @@ def sample(metrics: dict, metric: str, /, **labels: str) -> float:
     return metrics.get((metric, frozenset(labels.items())), 0.0)
 
 
+def subscriptions_held(server: Server) -> float:
+    """How many streams and waiting long-polls the server holds open, from its metrics (it
+    was started with `--metrics-port`)."""
+    metrics_port = int(server.process.args[server.process.args.index("--metrics-port") + 1])
+    return sample(scrape(metrics_port), "titen_stream_subscribers")
+
+
 class LongPoll(threading.Thread):
     """A long-poll (GET `path`, e.g. /v1/events?...&wait=30) waiting in the background; when it
     answered, and with what."""

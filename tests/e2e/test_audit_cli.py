@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
-from datetime import UTC, datetime
 
 import pytest
 
@@ -131,9 +129,9 @@ def test_verify_names_the_first_line_not_as_exported(database, recorded, tmp_pat
         assert verified.stderr.startswith(f"titen: {path} line 4: {reason}")
 
 
-def test_export_since_keeps_only_later_events(database, services, recorded, tmp_path):
-    time.sleep(0.002)  # instants compare to the millisecond: `middle` must fall after the last
-    middle = datetime.now(UTC)
+def test_export_since_keeps_only_later_events(database, services, recorded, clock, tmp_path):
+    clock.advance(1)  # the events' instants are the services' clock's, as every instant is
+    middle = clock.now()
     services.app.acquire_lease(
         organization="acme",
         holder="agent_alice",

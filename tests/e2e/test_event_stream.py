@@ -8,7 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import EventStreamReader, Http, Server, eventually
+from tests.support import (
+    EventStreamReader,
+    Http,
+    Server,
+    eventually,
+    free_port,
+    subscriptions_held,
+)
 from titen.service.bootstrap import bootstrap
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
@@ -273,9 +280,7 @@ def test_a_stopping_server_ends_its_streams_and_answers_its_long_polls(database)
     """SIGTERM ends an open stream (the body ends, and a client's EventSource reconnects
     elsewhere) and answers a waiting long-poll at once with no events and its cursor; before,
     both were cut after waitress's 5 s, the long-poll with no answer at all."""
-    server = Server(
-        database, 4, "--heartbeat-seconds", "60", "--max-subscribers-per-principal", "2"
-    )
+    server = Server(database, 4, "--heartbeat-seconds", "60", "--metrics-port", str(free_port()))
     try:
         (bob,) = keys(server.database, "agent_bob")
         stream = EventStreamReader(server.url, bob)
@@ -287,7 +292,7 @@ def test_a_stopping_server_ends_its_streams_and_answers_its_long_polls(database)
             target=lambda: answers.append(poll.request("GET", "/v1/events?after=latest&wait=20"))
         )
         waiting.start()
-        eventually(lambda: full(server.url, bob), "the long-poll waiting in the second slot")
+        eventually(lambda: subscriptions_held(server) == 2, "the long-poll waiting")
         server.process.terminate()
         assert list(frames) == []  # the body ended without another frame
         waiting.join(timeout=30)
@@ -298,10 +303,3 @@ def test_a_stopping_server_ends_its_streams_and_answers_its_long_polls(database)
         assert body["data"]["next_cursor"]
     finally:
         server.stop()
-
-
-def full(url: str, key: str) -> bool:
-    """Whether both of the principal's subscriber slots are taken (a third is refused)."""
-    probe = EventStreamReader(url, key)
-    probe.close()
-    return probe.status == 429

@@ -32,6 +32,9 @@ from tests.support import Http, Server, create_key, postgres_schema, titen
 
 SESSION = "mcp-session-id"
 TOOLS = {"titen_lease_acquire", "titen_handoff"}
+ANSWER = 30.0
+"""A bound for an answer, not a pace: a worker's first /mcp request imports the MCP SDK and
+builds its app, which took over httpx's default 5 s on a loaded machine."""
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -119,7 +122,7 @@ async def session(world: World, key: str) -> AsyncIterator[tuple[ClientSession, 
     transport = Alternating(world.urls)
     headers = {"authorization": f"Bearer {key}"}
     async with (
-        httpx2.AsyncClient(headers=headers, transport=transport) as http,
+        httpx2.AsyncClient(headers=headers, transport=transport, timeout=ANSWER) as http,
         streamable_http_client(world.mcp, http_client=http) as (read, write),
         ClientSession(read, write) as opened,
     ):
@@ -131,7 +134,7 @@ def post(world: World, body: Any, key: str | None, **headers: str) -> httpx2.Res
     sent = {**ACCEPT, **headers}
     if key is not None:
         sent["authorization"] = f"Bearer {key}"
-    return httpx2.post(world.mcp, json=body, headers=sent, timeout=30)
+    return httpx2.post(world.mcp, json=body, headers=sent, timeout=ANSWER)
 
 
 def call(name: str, arguments: dict[str, Any], request_id: int = 2) -> dict[str, Any]:
@@ -343,6 +346,7 @@ def test_a_session_id_is_bound_to_its_key(world):
         same = httpx2.post(
             url + "/mcp",
             json=tools,
+            timeout=ANSWER,
             headers={
                 **ACCEPT,
                 "authorization": f"Bearer {world.keys['agent_alice']}",
@@ -369,7 +373,9 @@ def test_stateless_posts_and_the_sdks_default_client_act_as_the_key(world):
     async def scenario() -> None:
         headers = {"authorization": f"Bearer {key}"}
         async with (
-            httpx2.AsyncClient(headers=headers, transport=Alternating(world.urls)) as http,
+            httpx2.AsyncClient(
+                headers=headers, transport=Alternating(world.urls), timeout=ANSWER
+            ) as http,
             Client(streamable_http_client(world.mcp, http_client=http)) as client,
         ):
             acquired = await client.call_tool(
@@ -402,6 +408,7 @@ def test_refusals_around_the_protocol_are_clear_and_change_nothing(world):
     broken = httpx2.post(
         world.mcp,
         content=b"{not json",
+        timeout=ANSWER,
         headers={**ACCEPT, **bearer, "content-type": "application/json"},
     )
     assert broken.status_code == 400

@@ -18,8 +18,7 @@ from tests.support import (
     Server,
     eventually,
     free_port,
-    sample,
-    scrape,
+    subscriptions_held,
 )
 from titen.service.bootstrap import bootstrap
 
@@ -89,7 +88,7 @@ def test_waiting_long_polls_hold_slots_as_streams_do(server):
     polls = [LongPoll(server.url, "/v1/events?after=latest&wait=20", a1) for _ in range(2)]
     for poll in polls:
         poll.start()
-    eventually(lambda: held(server) == 2, "both subscriptions waiting")
+    eventually(lambda: subscriptions_held(server) == 2, "both subscriptions waiting")
     assert refused_now(server, a1)
     Http(server.url, a1).request("POST", "/v1/leases", ACQUIRE)  # answers both polls
     for poll in polls:
@@ -98,12 +97,6 @@ def test_waiting_long_polls_hold_slots_as_streams_do(server):
     stream = EventStreamReader(server.url, a1)
     assert stream.status == 200  # their slots came back when they answered
     stream.close()
-
-
-def held(server: Server) -> float:
-    """How many subscriptions the server holds open, from its metrics."""
-    metrics_port = int(server.process.args[server.process.args.index("--metrics-port") + 1])
-    return sample(scrape(metrics_port), "titen_stream_subscribers")
 
 
 def refused_now(server: Server, key: str) -> bool:
@@ -126,7 +119,7 @@ def test_a_slot_comes_back_within_a_second_of_its_client_closing(server, path):
     (a1,) = keys(server.database, ("acme", "a1"))
     first = raw_subscription(server, a1, path)
     second = raw_subscription(server, a1, path)
-    eventually(lambda: held(server) == 2, "both subscriptions waiting")
+    eventually(lambda: subscriptions_held(server) == 2, "both subscriptions waiting")
     assert refused_now(server, a1)
     first.close()
     closed = time.monotonic()

@@ -19,6 +19,8 @@ from titen.service.doorbell import Doorbell
 from titen.service.targets import Targets
 
 COMMITS = 40
+PER_WAKE = 3
+"""Voluntary switches one wake may count: the wait itself, then waits for the GIL."""
 
 
 def switches(native_id: int) -> int:
@@ -56,7 +58,9 @@ def test_without_subscribers_a_commit_does_not_wake_the_follower(services):
         eventually(lambda: follower._thread.native_id is not None, "the follower runs")
         native_id = follower._thread.native_id
         woken, took = wakes_during_commits(services, native_id, 0)
-        assert woken <= took / SAFETY_POLL_SECONDS + 2, (woken, took)
+        # A woken thread that then waits for the GIL sleeps again: on a loaded machine one wake
+        # counts a few switches (4 were seen in 1.07 s), still far from one per commit.
+        assert woken <= PER_WAKE * (took / SAFETY_POLL_SECONDS + 2), (woken, took)
 
         services.recent_events.subscribe("acme")  # now someone waits for commits
         try:
