@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import unquote
 
 DEFAULT_URL = "sqlite:///titen.db"
 SQLITE_LOCK_TIMEOUT_SECONDS = 10
@@ -254,14 +254,19 @@ def parse(url: str) -> Database:
             "postgresql://USER@HOST:PORT[,HOST:PORT...]/DBNAME"
         )
     base, _, query = url.partition("?")
-    pairs = parse_qsl(query, keep_blank_values=True)
-    schema = next((value for name, value in pairs if name == "schema"), "")
+    # Split, not decoded and encoded again: libpq decodes the rest itself (a `+` stays a `+`).
+    parts = [part for part in query.split("&") if part]
+    theirs = "&".join(part for part in parts if part.partition("=")[0] != "schema")
+    schema = next(
+        (unquote(part.partition("=")[2]) for part in parts if part.partition("=")[0] == "schema"),
+        "",
+    )
     if schema and not SCHEMA_NAME.fullmatch(schema):
         raise BadDatabaseURL(
             f"?schema={schema!r} is not a plain identifier: lowercase letters, digits and _, "
             "not starting with a digit, at most 63"
         )
-    libpq = _libpq_parse(base, [(name, value) for name, value in pairs if name != "schema"])
+    libpq = _libpq_parse(base + ("?" + theirs if theirs else ""))
     names = libpq.pop("host", "").split(",")
     ports = _ports(libpq.pop("port", ""))
     if len(ports) == 1:  # libpq's rule: one port serves every host
@@ -284,16 +289,16 @@ def parse(url: str) -> Database:
     )
 
 
-def _libpq_parse(base: str, params: list[tuple[str, str]]) -> dict[str, str]:
+def _libpq_parse(url: str) -> dict[str, str]:
     """The URL as libpq reads it (its multi-host form, its parameter names checked), or
     BadDatabaseURL with libpq's reason."""
     from psycopg import ProgrammingError
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        found = conninfo_to_dict(base + ("?" + urlencode(params) if params else ""))
+        found = conninfo_to_dict(url)
     except ProgrammingError as exc:  # also an unclosed [IPv6] host, or an unknown parameter
-        raise BadDatabaseURL(f"malformed database URL: {exc}") from None
+        raise BadDatabaseURL(f"malformed database URL: {str(exc).strip()}") from None
     return {name: str(value) for name, value in found.items()}
 
 

@@ -49,6 +49,13 @@ def test_the_urls_libpq_parameters_win_over_titens_own():
     assert info["connect_timeout"] == "10"
 
 
+def test_a_parameter_s_value_reaches_libpq_as_written_spaces_and_plus_signs_too():
+    """A common one is `options=-c%20statement_timeout%3D5000`: its space once reached libpq as
+    a `+`, which libpq does not read as a space in a URL's query."""
+    db = parse("postgresql://u@h/d?options=-c%20statement_timeout%3D5000&application_name=a+b")
+    assert dict(db.options) == {"options": "-c statement_timeout=5000", "application_name": "a+b"}
+
+
 def test_logs_never_show_the_password():
     assert "s%40cret" not in parse("postgresql://ops:s%40cret@h:1/d").redacted()
     assert parse("postgresql://ops@h:1/d").redacted() == "postgresql://ops@h:1/d"
