@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 # Test processes: the e2e tests mostly wait on the servers they start, so more than the 2 cores
 # this is tuned for; PostgreSQL's 100 connections bound it (tests/conftest.py, many_connections).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 PYTEST := $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 $(STAMP): pyproject.toml
