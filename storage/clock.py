@@ -24,6 +24,7 @@ back as ClockDisagrees; the clock re-anchors and the command runs again
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -34,6 +35,7 @@ from typing import Any
 from titen.domain.clock import iso, truncate
 from titen.storage.outages import ClockDisagrees
 
+log = logging.getLogger("titen.clock")
 REANCHOR_SECONDS = 10.0
 """How long one anchor is used before the database's clock is read again: short enough that
 drift between the two clocks stays far below a millisecond."""
@@ -85,22 +87,29 @@ class DatabaseClock:
         return truncate(anchor.database + timedelta(seconds=self._monotonic() - anchor.at))
 
     def _current(self) -> Anchor:
-        """The anchor to estimate from, read anew when due. While one thread reads it, the
-        others go on with the one due (still checked by every transaction); with none at all,
-        each reads its own."""
+        """The anchor to estimate from. A due one is read anew in the background while every
+        thread goes on with it (still checked by every transaction): the caller may be inside
+        a transaction that holds the events table's lock and a pooled connection, and reading
+        there would take a second connection, which a busy pool may not have (a 4 s stall, then
+        503, with the lock held). With none at all (at start, after a refusal), each reads its
+        own."""
         with self._lock:
             anchor = self._anchor
-            due = anchor is None or self._monotonic() - anchor.at >= self._reanchor_seconds
-            reads = due and not self._refreshing
-            self._refreshing = self._refreshing or reads
-        if anchor is not None and not reads:
-            return anchor
+            due = anchor is not None and self._monotonic() - anchor.at >= self._reanchor_seconds
+            refresh = due and not self._refreshing
+            self._refreshing = self._refreshing or refresh
+        if refresh:
+            threading.Thread(target=self._refresh, name="clock-anchor", daemon=True).start()
+        return anchor if anchor is not None else self.anchor()
+
+    def _refresh(self) -> None:
         try:
-            return self.anchor()
+            self.anchor()
+        except Exception as exc:  # the next due estimate tries again; every save is checked
+            log.warning("reading the database's clock failed: %s", exc)
         finally:
-            if reads:
-                with self._lock:
-                    self._refreshing = False
+            with self._lock:
+                self._refreshing = False
 
     def anchor(self) -> Anchor:
         """Read the database's clock and estimate from it from now on."""

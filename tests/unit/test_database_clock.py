@@ -4,10 +4,12 @@ read again when due and after a check that disagreed."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.support import eventually
 from titen.storage.clock import REANCHOR_SECONDS, STALE_SECONDS, DatabaseClock
 from titen.storage.outages import ClockDisagrees, is_outage
 
@@ -52,7 +54,7 @@ def test_the_estimate_trails_the_server_by_at_most_the_round_trip_and_is_never_a
     assert server.reads == 1  # one anchor carried forward by the monotonic clock
 
 
-def test_it_reads_the_server_again_once_the_anchor_is_due():
+def test_it_reads_the_server_again_once_the_anchor_is_due_in_the_background():
     server = Server()
     clock = server.clock()
     clock.now()
@@ -61,7 +63,22 @@ def test_it_reads_the_server_again_once_the_anchor_is_due():
     assert server.reads == 1
     server.wait(1)
     clock.now()
-    assert server.reads == 2
+    eventually(lambda: server.reads == 2, "the anchor read again")
+
+
+def test_a_due_anchor_is_never_read_on_the_callers_thread():
+    """The caller may hold the events table's lock and a pooled connection: reading there
+    took a second connection and stalled the lock 4 s when the pool had none free."""
+    server = Server()
+    clock = server.clock()
+    clock.now()
+    server.wait(REANCHOR_SECONDS)
+    held = threading.Event()
+    clock._read = lambda: held.wait(30) and server.read()  # type: ignore[assignment,return-value]
+    estimate = clock.now()  # returns at once, from the anchor that fell due
+    assert estimate <= server.true_now()
+    held.set()
+    eventually(lambda: server.reads == 2, "the anchor read again")
 
 
 def test_the_wall_clock_of_the_process_plays_no_part():
