@@ -138,8 +138,14 @@ def read_store(url: str, operator_key: str, resources: list[str], database: str)
     params = dict(parse_qsl(query))
     table = f'"{params.pop("schema", "public")}".titen_events'
     with psycopg.connect(base + "?" + urlencode(params), autocommit=True) as conn:
-        rows = conn.execute(f"SELECT notification_id FROM {table} ORDER BY 1").fetchall()
-    return Store(terms, handoffs, [row[0] for row in rows])
+        rows = conn.execute(
+            f"SELECT originator_id, notification_id FROM {table}"
+            " ORDER BY originator_id, originator_version"
+        ).fetchall()
+    by_aggregate: dict[object, list[int]] = {}
+    for aggregate, position in rows:
+        by_aggregate.setdefault(aggregate, []).append(position)
+    return Store(terms, handoffs, list(by_aggregate.values()))
 
 
 def _terms(http: Http, resource: str) -> list[Term]:

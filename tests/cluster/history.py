@@ -10,8 +10,10 @@ Checked, each failure named:
 - every acknowledged write is there exactly once: an acquire answered 201 is one term with the
   token the client was given, a release answered 204 ended that term, a handoff answered 201
   is created once in the log;
-- log positions continue: each higher than the one before, none repeated or going back.
-  Numerically they skip values: a position is a PostgreSQL sequence's, which an insert that
+- log positions continue: each aggregate's events (a resource's lease, a handoff), taken in the
+  order of their versions, which is the order they were committed in, have strictly rising
+  positions, none repeated or going back (a promotion that lost or reordered commits breaks
+  this). Numerically they skip values: a position is a PostgreSQL sequence's, which an insert that
   rolls back (a lost race) consumes, and which jumps by up to 32 after a crash or a promotion
   (sequences log values ahead). No event is missing for readers all the same: they resume
   after the last position seen, and the checks above find every acknowledged write.
@@ -68,11 +70,11 @@ class Acks:
 @dataclass(frozen=True)
 class Store:
     """What the store holds at the end: every resource's terms in order, the handoffs
-    created in the log, and the log's positions in order."""
+    created in the log, and each aggregate's log positions in the order of its versions."""
 
     terms: dict[str, list[Term]]
     handoffs_created: list[str]
-    positions: list[int]
+    positions: list[list[int]]
 
 
 def violations(acks: list[Ack], store: Store) -> list[str]:
@@ -107,10 +109,10 @@ def violations(acks: list[Ack], store: Store) -> list[str]:
             )
         elif ack.kind == "release" and held[0].released_at is None:
             found.append(f"release of {ack.id} acknowledged, the term never ended")
-    positions = store.positions
-    for before, after in itertools.pairwise(positions):
-        if after <= before:
-            found.append(f"log position {after} follows {before}")
+    for positions in store.positions:
+        for before, after in itertools.pairwise(positions):
+            if after <= before:
+                found.append(f"log position {after} follows {before}")
     return found
 
 

@@ -253,7 +253,7 @@ def test_every_answer_matches_the_log_while_connections_are_killed(postgres_data
         ]
         assert not wrong, (wrong[:10], answered)
         assert killer.kills >= SOAK_SECONDS, killer.kills  # the faults did happen
-        assert answered[201] > 100 and answered[503] > 0, answered
+        assert answered[201] > 20 and answered[503] > 0, answered  # it ran, and it hurt
         log = server.log_so_far()
         assert "Traceback" not in log, log[max(0, log.find("Traceback") - 2000) :][:8000]
     finally:
