@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
+from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError, JSONTranscoder, Recording, Transcoding
 
 from titen.domain.clock import Clock, truncate
@@ -97,6 +98,24 @@ class Titen(Application[UUID]):
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
         transcoder.register(TermAsDict())
+
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
+        """The library's save (record, snapshot what fell due, tell the commit listeners),
+        telling a domain event from an aggregate by its class: the library asks with
+        `isinstance` against runtime Protocols, which inspects every member of the protocol on
+        each call (four such checks per acquire, about 45 us of a 0.7 ms command)."""
+        processing_event: ProcessingEvent[UUID] = ProcessingEvent()
+        for obj in objs:
+            if isinstance(obj, DomainEvent):
+                processing_event.events.append(obj)
+            elif obj is not None:
+                processing_event.events.extend(obj.collect_events())
+                processing_event.aggregates[obj.id] = obj
+        processing_event.saved_kwargs.update(kwargs)
+        recordings = self._record(processing_event)
+        self._take_snapshots(processing_event)
+        self._notify(recordings)
+        return recordings
 
     def _record(self, processing_event: ProcessingEvent[UUID]) -> list[Recording[UUID]]:
         """Record the events, handing them to the recorder as the command made them, so the
