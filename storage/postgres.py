@@ -1,11 +1,12 @@
 """PostgreSQL as the event store: the library's recorder, with the read models written inline.
 
-The library's insert runs in one transaction in pipeline mode: it takes the events table's
-EXCLUSIVE lock, sends NOTIFY, inserts the events and reads back their notification ids. Right
-there, before the commit and still under the lock, this recorder writes the read models
-(storage/inline.py). The lock is what keeps the log gap-free for readers (docs/leases.md): no
-other command can take a log position until this transaction has committed, so positions become
-visible in order and a reader that resumes after the last position it saw never skips one.
+The insert runs in one transaction in pipeline mode, in two round trips: BEGIN, the events
+table's EXCLUSIVE lock, NOTIFY, the events' insert (their notification ids) and a read of the
+database's clock; then, once the clock has been checked, still under the lock, the read models
+(storage/inline.py) and COMMIT. The lock is what keeps the log gap-free for readers
+(docs/leases.md): no other command can take a log position until this transaction has
+committed, so positions become visible in order and a reader that resumes after the last
+position it saw never skips one.
 
 A commit whose answer is lost (the connection dropped or stopped answering after the events
 were sent) may or may not have landed. Retrying it, as the library did, met its own events as a
@@ -66,24 +67,20 @@ def run_once(*names: str) -> Callable[[C], C]:
     return decorate
 
 
-class _RollBack(BaseException):
-    """Carries any failure of titen's own code in the insert's transaction (the inline read
-    models, a kept row that exists already, instants the database's clock refused) past the
-    library's `except Exception`, so it leaves the transaction block as an exception and the
-    transaction rolls back.
+class _RollBack(Exception):
+    """Carries a failure after the insert that left nothing committed out of the library's
+    connection block as itself: the clock's refusal, a kept row that exists already, a read
+    model's row refused (by its Python code, or by the server, which then skips the COMMIT),
+    the connection failing before the COMMIT was sent.
 
-    The library's insert catches every Exception inside its transaction block and raises it
-    again only after the block has ended, which commits: an error raised by Python code (not by
-    the database, whose errors abort the transaction anyway) would commit the events without
-    their read-model rows, or with a stored answer refused (AlreadyAnswered).
+    That block turns psycopg's errors into the library's: a read model's duplicate row would
+    leave as IntegrityError, a lost race that runs the command again, and a connection lost
+    before the COMMIT as one whose commit may have landed, settled for nothing.
     """
 
     def __init__(self, failed: Exception):
         super().__init__(str(failed))
         self.failed = failed
-
-
-_insert_once = PostgresApplicationRecorder.insert_events.__wrapped__
 
 
 @run_once("select_events")
@@ -111,14 +108,19 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
+        if not stored_events:
+            return None
         self._sending.connection = None
         replication.forget()
         try:
-            positions = _insert_once(self, stored_events, **kwargs)
+            with self.datastore.get_connection() as conn:
+                self._sending.connection = conn  # before anything is sent: see `_settle`
+                positions = self._transact(conn, stored_events, kwargs)
         except _RollBack as rolled_back:
             failed = rolled_back.failed
-            # Rolled back, so no COMMIT was sent: nothing landed. A clock's refusal is answered as
-            # itself: the command runs again on a fresh reading (service/application.py).
+            # Refused, or failed before the COMMIT was sent: nothing landed. A clock's refusal is
+            # answered as itself: the command runs again on a fresh reading
+            # (service/application.py).
             if is_outage(failed) and not isinstance(failed, ClockDisagrees):
                 raise NotCommitted(f"the commit was not sent: {failed}") from failed
             raise failed from failed.__cause__
@@ -131,13 +133,42 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             replication.confirm_on(self.datastore, replication.WARNED)
         return positions
 
-    def _insert_events(
-        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        """The transaction's first step: note its connection, for `insert_events` to tell a
-        refusal (the connection still good) from a lost answer."""
-        self._sending.connection = curs.connection
-        super()._insert_events(curs, stored_events, **kwargs)
+    def _transact(
+        self, conn: Any, stored_events: Sequence[StoredEvent], kwargs: dict[str, Any]
+    ) -> Sequence[int]:
+        """The insert's transaction in two round trips, each a pipeline that sends its
+        statements at once and waits at its end: BEGIN, the lock's timeout, the table lock,
+        NOTIFY, the insert (its positions) and the database's clock; then, once the clock has
+        been checked here, the read models' rows (which need those positions) and COMMIT.
+
+        BEGIN and COMMIT are plain statements on the pooled connection (in autocommit mode, as
+        the library keeps it), not psycopg's `transaction()`, which in pipeline mode waits once
+        for BEGIN alone and twice more at its end. A row the server refuses skips the COMMIT
+        queued behind it. Whatever fails leaves the transaction open (or aborted, by the
+        server's error), and the pool's connection block rolls it back as it takes the
+        connection back.
+        """
+        assert conn.autocommit
+        with conn.cursor() as curs:
+            with conn.pipeline():
+                curs.execute("BEGIN")
+                self._insert_stored_events(curs, stored_events)  # lock, NOTIFY, insert
+                clock = self._read_clock(conn)
+            positions = self._fetch_ids_after_insert_events(curs, stored_events)
+            assert positions is not None  # the library returns a list
+            committing = False
+            try:
+                if clock is not None:
+                    self._check(clock, kwargs)
+                with conn.pipeline():
+                    self.write_inline(curs, positions, kwargs)
+                    curs.execute("COMMIT")
+                    committing = True  # sent as the pipeline ends
+            except Exception as failed:
+                if committing and is_outage(failed):
+                    raise  # the COMMIT may have landed: `insert_events` settles a lost answer
+                raise _RollBack(failed) from failed
+        return positions
 
     def _settle(
         self, lost: Any, stored_events: Sequence[StoredEvent], failed: Exception
@@ -177,25 +208,9 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         log.warning("a commit whose answer was lost had landed (%s): answered as done", failed)
         return [row["notification_id"] for row in rows]
 
-    def _fetch_ids_after_insert_events(
-        self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        positions = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-        # A nested pipeline block sends what the hook queued and waits for the results when it
-        # ends, so a failing row surfaces here (as ReadModelWriteFailed), not at the commit.
-        try:
-            with curs.connection.pipeline():
-                clock = self._read_clock(curs.connection)
-                self.write_inline(curs, positions, kwargs)
-            if clock is not None:
-                self._check(clock, kwargs)
-        except Exception as failed:
-            raise _RollBack(failed) from failed
-        return positions
-
     def _read_clock(self, conn: Any) -> Any:
-        """Queue the read of the database's clock (under the table lock, in the round trip
-        that writes the read models): its cursor, or None when no check is set."""
+        """Queue the read of the database's clock (after the table lock and the insert, in
+        their round trip): its cursor, or None when no check is set."""
         if self.check_clock is None:
             return None
         clock = conn.cursor()
