@@ -53,11 +53,13 @@ MANY_CONNECTIONS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that runs real processes is `slow`; those of tests/cluster are `cluster`
     too. The PostgreSQL tests of MANY_CONNECTIONS
     share one xdist group: `make test` (--dist loadgroup) runs them one at a time, so its
-    workers together stay under PostgreSQL's stock max_connections of 100."""
+    workers together stay under PostgreSQL's stock max_connections of 100. The other tests
+    that share a module's fixture share a group too (`sharing_group`)."""
     for item in items:
         path = Path(item.fspath)
         if CLUSTER in path.parents:  # clusters of their own: one test at a time, on 2 cores
@@ -68,6 +70,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
             if path.stem in MANY_CONNECTIONS and on_postgres(item):
                 item.add_marker(pytest.mark.xdist_group("many_connections"))
+        group = sharing_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In an xdist worker under `--dist loadgroup`, stop if a group did not reach the test's
+    id, which is all the scheduler reads: the groups were once silently ignored (this file's
+    hook ran after xdist's, and pytest 9.2 no longer reads the id xdist sets), and
+    many_connections is PostgreSQL's connection budget."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    for item in session.items:
+        group = item.get_closest_marker("xdist_group")
+        if group is not None and not item.nodeid.endswith(f"@{group.args[0]}"):
+            raise pytest.UsageError(f"xdist group {group.args[0]} not in the id {item.nodeid}")
+
+
+def sharing_group(item: pytest.Item) -> str | None:
+    """The xdist group of the tests that share this one's module-scoped fixtures (the servers
+    a module starts once, per backend), or None. Spread over the xdist workers one test at a
+    time, each worker that ran any of them started the module's servers again (up to four times
+    per backend: about a minute of CPU in `make test`)."""
+    definitions = item._fixtureinfo.name2fixturedefs
+    shared = sorted(name for name, defs in definitions.items() if defs[-1].scope == "module")
+    if not shared:
+        return None
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    instance = "-".join(str(params[name]) for name in shared if name in params)
+    return f"{item.nodeid.split('::')[0]}[{instance}]"
 
 
 def on_postgres(item: pytest.Item) -> bool:
