@@ -162,8 +162,10 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
                     self._check(clock, kwargs)
                 with conn.pipeline():
                     self.write_inline(curs, positions, kwargs)
+                    # From here the COMMIT may leave at any moment: inside `execute`, which
+                    # flushes libpq's buffer, or as a timed-out connection is finished.
+                    committing = True
                     curs.execute("COMMIT")
-                    committing = True  # sent as the pipeline ends
             except Exception as failed:
                 if committing and is_outage(failed):
                     raise  # the COMMIT may have landed: `insert_events` settles a lost answer
