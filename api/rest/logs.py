@@ -10,10 +10,10 @@ Lines are written off the request thread: a request thread only puts its record 
 stderr in the order they were put (`QueuedLines`). A contended handler lock was a convoy: 16
 request threads queued on it behind each other's writes and starved waitress's I/O loop
 (docs/performance.md, issue 21). The writer wakes for a line, writes it and whatever else is
-queued in one write, then lets lines gather for `GATHER_SECONDS` before looking again: under
-load a request costs no thread wake-up of its own, and a line still reaches stderr within a
-fraction of a second. `logging.shutdown()` (at exit, and at a worker's end) writes
-what is still queued, so a SIGTERM loses no line.
+queued in as few writes as keep lines whole (`atomic_chunks`), then lets lines gather for
+`GATHER_SECONDS` before looking again: under load a request costs no thread wake-up of its own,
+and a line still reaches stderr within a fraction of a second. `logging.shutdown()` (at exit,
+and at a worker's end) writes what is still queued, so a SIGTERM loses no line.
 
 `X-Request-Id` is taken from the request when it is a plausible id (so a proxy's id carries
 through) and made otherwise; it is on every answer, errors included, and on every line logged
@@ -27,6 +27,7 @@ import logging
 import os
 import queue
 import re
+import select
 import sys
 import threading
 import time
@@ -117,8 +118,9 @@ class _Writer(threading.Thread):
     """The thread that formats queued records and writes them to `target`'s stream, in order.
 
     Asleep until a record is queued; then it writes that record and every other one already
-    queued in one write and one flush, and waits `GATHER_SECONDS` (or until stopped) before
-    looking again, so that a busy server wakes it a few times a second, not once per request.
+    queued in as few writes as keep each line whole (`atomic_chunks`), and waits
+    `GATHER_SECONDS` (or until stopped) before looking again, so that a busy server wakes it a
+    few times a second, not once per request.
     """
 
     def __init__(
@@ -156,11 +158,36 @@ class _Writer(threading.Thread):
             except Exception:
                 self.target.handleError(record)  # as StreamHandler.emit would: the rest go on
         try:
-            self.target.stream.write("".join(lines))
-            self.target.flush()
+            for chunk in atomic_chunks(lines):
+                self.target.stream.write(chunk)
+                self.target.flush()
         except Exception:
             if records:
                 self.target.handleError(records[-1])
+
+
+def atomic_chunks(lines: list[str]) -> list[str]:
+    """`lines` joined into as few writes as possible, each of whole lines and at most
+    `select.PIPE_BUF` bytes unless one line alone is longer.
+
+    The workers of `titen serve --workers N` and their supervisor share one stderr; a pipe writes
+    at most `PIPE_BUF` bytes in one piece, and a longer write, once the pipe is full, goes out in
+    parts that another process's line can land between (seen: half a JSON line, then a line of
+    the supervisor's).
+    """
+    chunks: list[str] = []
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        length = len(line) if line.isascii() else len(line.encode("utf-8", "backslashreplace"))
+        if chunk and size + length > select.PIPE_BUF:
+            chunks.append("".join(chunk))
+            chunk, size = [], 0
+        chunk.append(line)
+        size += length
+    if chunk:
+        chunks.append("".join(chunk))
+    return chunks
 
 
 class JsonFormatter(logging.Formatter):

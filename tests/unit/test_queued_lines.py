@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import select
 import threading
 import time
 
@@ -66,3 +67,20 @@ def test_lines_from_many_threads_are_each_written_once_in_order_and_in_batches()
         ]
     # One write per wake-up, each taking everything queued: far fewer writes than lines.
     assert stream.writes < len(lines) / 10
+
+
+def test_a_write_holds_whole_lines_and_no_more_than_a_pipe_writes_in_one_piece():
+    stream = CountingStream()
+    logger, handler = writer_over(stream)
+    chunks: list[str] = []
+    stream.write = lambda text: chunks.append(text) or len(text)  # type: ignore[method-assign]
+    lines = [f"{n:03d} " + "x" * 600 for n in range(40)] + ["é" * 3000, "y" * 9000, "z"]
+    for line in lines:
+        logger.warning(line)
+    handler.close()
+    assert "".join(chunks).splitlines() == lines
+    for chunk in chunks:
+        assert chunk.endswith("\n")
+        size = len(chunk.encode())
+        assert size <= select.PIPE_BUF or chunk.count("\n") == 1  # only a lone long line is longer
+    assert len(chunks) < len(lines) / 3  # still batched
