@@ -188,6 +188,11 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
                         [e.originator_version for e in stored_events],
                     ],
                 ).fetchall()
+                if ended and rows and _ours(rows, stored_events):
+                    # On this connection, known to answer: a pooled one may be a dead one.
+                    replication.asked(conn, f"a commit whose answer was lost ({failed}) landed")
+        except OutcomeUnknown:
+            raise
         except (OperationalError, InterfaceError) as again:
             raise OutcomeUnknown(
                 f"the commit's answer was lost ({failed}) and the store did not answer whether "
@@ -200,13 +205,8 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             ) from failed
         if not rows:
             raise NotCommitted(f"the commit did not land: {failed}") from failed
-        ours = len(rows) == len(stored_events) and all(
-            row["topic"] == event.topic and bytes(row["state"]) == event.state
-            for row, event in zip(rows, stored_events, strict=False)
-        )
-        if not ours:
+        if not _ours(rows, stored_events):
             raise IntegrityError("another command saved these versions first")
-        replication.confirm_on(self.datastore, f"a commit whose answer was lost ({failed}) landed")
         log.warning("a commit whose answer was lost had landed (%s): answered as done", failed)
         return [row["notification_id"] for row in rows]
 
@@ -226,6 +226,15 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         with clock:
             database = clock.fetchone()["now"]
         self.check_clock(database, [event.timestamp for event in kwargs.get(DOMAIN_EVENTS, ())])
+
+
+def _ours(rows: Sequence[Any], stored_events: Sequence[StoredEvent]) -> bool:
+    """Whether the rows found at a lost commit's versions are its own events, not another
+    command's that took those versions first."""
+    return len(rows) == len(stored_events) and all(
+        row["topic"] == event.topic and bytes(row["state"]) == event.state
+        for row, event in zip(rows, stored_events, strict=False)
+    )
 
 
 class TitenPostgresFactory(PostgresFactory):

@@ -15,7 +15,9 @@ asked for no more), or every synchronous standby (`pg_stat_replication.sync_stat
 NotReplicated, an OutcomeUnknown: answered 503, and a retry with the same Idempotency-Key
 learns the outcome. Any WARNING is checked, not only that message (the server translates its
 messages): the check itself decides. Reading a standby's position needs the `pg_monitor` role
-(or a superuser); without it the position is NULL and the outcome stays unknown.
+(or a superuser); without it the position is NULL and the outcome stays unknown. A store that
+stops answering during the check leaves the outcome unknown too, with the plain OutcomeUnknown
+answer (the database stopped answering): nothing is then known of any standby.
 """
 
 from __future__ import annotations
@@ -64,16 +66,23 @@ def warned() -> bool:
 
 
 def confirm_on(datastore: Any, why: str) -> None:
-    """`confirm` on a connection of the library's datastore (its pool): a store that cannot be
-    asked leaves the commit in doubt too (NotReplicated)."""
+    """`confirm` on a connection of the library's datastore (its pool)."""
+    with datastore.get_connection() as conn:
+        asked(conn, why)
+
+
+def asked(conn: Any, why: str) -> None:
+    """`confirm` on `conn`. A store that stops answering leaves the commit in doubt as well,
+    but not for want of a standby (there may be none): OutcomeUnknown, whose answer says the
+    database stopped answering, not that a standby failed to confirm."""
     try:
-        with datastore.get_connection() as conn:
-            confirm(conn, why)
+        confirm(conn, why)
     except NotReplicated:
         raise
     except (OperationalError, InterfaceError, psycopg.Error) as again:
-        raise NotReplicated(
-            f"{why}, and the store did not say whether it is replicated ({again})"
+        raise OutcomeUnknown(
+            f"{why}, and the store stopped answering before it said whether it is replicated "
+            f"({again})"
         ) from None
 
 

@@ -57,6 +57,11 @@ def settle_transaction(datastore: Any, lost: Any, xid: str, failed: Exception) -
         with datastore.get_connection() as conn:
             end_session(conn, getattr(lost, "session", None))
             row = conn.execute("SELECT pg_xact_status(%s::xid8) AS status", [xid]).fetchone()
+            if row and row["status"] == "committed":
+                # On this connection, known to answer: a pooled one may be a dead one.
+                replication.asked(conn, f"a commit whose answer was lost ({failed}) landed")
+    except OutcomeUnknown:
+        raise
     except (OperationalError, InterfaceError) as again:
         raise OutcomeUnknown(
             f"the commit's answer was lost ({failed}) and the store did not answer whether it "
@@ -69,4 +74,3 @@ def settle_transaction(datastore: Any, lost: Any, xid: str, failed: Exception) -
         raise OutcomeUnknown(
             f"the commit's answer was lost ({failed}) and its transaction is still {status}"
         ) from failed
-    replication.confirm_on(datastore, f"a commit whose answer was lost ({failed}) landed")
