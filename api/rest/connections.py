@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import re
 import resource
 import socket
 import time
@@ -50,6 +51,8 @@ from titen.api.rest.settings import ServerSettings
 log = logging.getLogger("titen.server")
 
 MAX_HEAD_BYTES = 64 * 1024
+OBS_FOLD = re.compile(rb"\r\n[ \t]")
+"""A header line that begins with a space or a tab: it continues the line before (obs-fold)."""
 BACKLOG = 2048
 LINGER_SECONDS = 2.0
 """How long a refused connection stays open after the answer, so the client can read it."""
@@ -84,7 +87,7 @@ class BoundedRequest(HTTPRequestParser):
         (obs-fold, §5.2) and a body framed both by Content-Length and Transfer-Encoding (§6.1:
         a proxy in front may have framed it the other way, and read a second, smuggled
         request from its end)."""
-        if any(line[:1] in (b" ", b"\t") for line in header_plus.split(b"\r\n")[1:]):
+        if OBS_FOLD.search(header_plus):
             raise ParsingError("a header line may not continue the one before (obs-fold)")
         super().parse_header(header_plus)
         framed = self.chunked or "TRANSFER_ENCODING" in self.headers

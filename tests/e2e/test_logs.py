@@ -111,3 +111,32 @@ def test_a_path_cannot_forge_a_log_line(tmp_path, log_format):
         assert ' path="/v1/leases/x request_id=forged" ' in spaced
         [broken] = [line for line in lines if "probe-0" in line]
         assert "GET /v1/leases/x\\x0a2026-01-01T00:00:00 INFO" in broken
+
+
+def test_ids_made_by_forked_workers_never_repeat(tmp_path):
+    """Ids are drawn from the process's generator, which each forked worker reseeds: two workers
+    that shared their parent's state would make the same ids in the same order."""
+    server = Server(f"sqlite:///{tmp_path}/titen.db", 2, "--workers", "2")
+    made: list[str] = []
+    try:
+        while len(answering_pids(server)) < 2 and len(made) < 5000:
+            made += [call(server, "GET", "/healthz", {})[1] for _ in range(100)]
+    finally:
+        server.stop()
+    assert len(answering_pids(server)) == 2  # each worker made some of the ids
+    assert len(set(made)) == len(made)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", request_id) for request_id in made)
+
+
+def answering_pids(server: Server) -> set[int]:
+    """The processes that have logged a request line so far (whole lines: the last may be
+    still being written)."""
+    pids = set()
+    for text in server.log_so_far().splitlines():
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue
+        if line["logger"] == "titen.requests":
+            pids.add(line["pid"])
+    return pids
