@@ -7,6 +7,7 @@ SQL is written once for both: `{table}` names are qualified here and `%s` placeh
 
 from __future__ import annotations
 
+import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from eventsourcing.persistence import (
     TrackingRecorder,
 )
 from eventsourcing.postgres import PostgresTrackingRecorder
-from eventsourcing.sqlite import SQLiteFactory, SQLiteTrackingRecorder
+from eventsourcing.sqlite import SQLiteFactory, SQLiteTrackingRecorder, SQLiteTransaction
 
 from titen.storage import replication
 from titen.storage.settle import TRANSACTION_ID, answer_lost, settle_transaction
@@ -255,6 +256,23 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
 
     def _transaction(self, *, commit: bool) -> Any:
         return self.datastore.transaction(commit=commit)
+
+    def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One statement on its own: the library's connections autocommit, so a lone SELECT is
+        a transaction (and a snapshot) by itself. BEGIN and ROLLBACK around it were two more
+        statements, each handing the interpreter lock to another thread and back, on reads
+        made for every request (the key cache's revision, the webhook presence). A failure is
+        raised as the library's error for it, as in a transaction."""
+        with self.datastore.get_connection(commit=False) as conn:
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute(self.sql(template), params)
+                    return [dict(row) for row in cursor.fetchall()]
+            except sqlite3.Error as failed:
+                # The library's translation of sqlite3's errors (after a ROLLBACK that finds
+                # no transaction open): it raises the library's error for `failed`.
+                SQLiteTransaction(conn).__exit__(type(failed), failed, failed.__traceback__)
+                raise
 
     def _qualify(self, table: str) -> str:
         return table
