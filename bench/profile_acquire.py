@@ -1,9 +1,12 @@
-"""Where an acquire's CPU goes, in-process (no HTTP server): cProfile over N acquires through the
-Falcon app on a fresh SQLite store, then the share of the functions matching each pattern.
+"""Where an acquire's CPU goes, in-process (no HTTP server): N acquires through the Falcon app on a
+fresh SQLite store, called as waitress calls it (a WSGI environ, no test client), first timed
+(CPU per acquire, no profiler), then under cProfile, with the share of the functions matching
+each pattern.
 
     .venv/bin/python bench/profile_acquire.py [--acquires 2000] [--top 30]
 
-Used to decide whether a faster JSON encoder is worth a dependency (docs/performance.md).
+Used to decide whether a faster JSON encoder is worth a dependency, and to split a served
+acquire's CPU into the command's own and the server's (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import pstats
+import sys
 import tempfile
-
-import falcon.testing
+import time
+from collections.abc import Callable
+from typing import Any
 
 from titen.api.rest.app import create_app
 from titen.service.bootstrap import bootstrap
@@ -36,17 +42,21 @@ def main() -> None:
         services = bootstrap(f"sqlite:///{folder}/profile.db", pool_size=4)
         try:
             key = services.keys.create("bench", "agent_bench", "agent")
-            client = falcon.testing.TestClient(create_app(services))
-            acquire(client, key, 200, "warm")
+            app = create_app(services)
+            acquire(app, key, 200, "warm")
+            started = time.process_time()
+            acquire(app, key, args.acquires, "timed")
+            cpu = time.process_time() - started
             profile = cProfile.Profile()
             profile.enable()
-            acquire(client, key, args.acquires, "measured")
+            acquire(app, key, args.acquires, "profiled")
             profile.disable()
         finally:
             services.close()
+    print(f"{args.acquires} acquires, {cpu / args.acquires * 1e3:.3f} ms CPU each (no profiler)")
     stats = pstats.Stats(profile)
     total = sum(entry[2] for entry in stats.stats.values())  # tottime over every function
-    print(f"{args.acquires} acquires, {total / args.acquires * 1e3:.2f} ms profiled CPU each")
+    print(f"{total / args.acquires * 1e3:.2f} ms profiled CPU each")
     for label, pattern in SHARES.items():
         own = sum(
             entry[2]
@@ -59,17 +69,36 @@ def main() -> None:
     print(out.getvalue())
 
 
-def acquire(client: falcon.testing.TestClient, key: str, count: int, tag: str) -> None:
-    headers = {"authorization": f"Bearer {key}"}
+def acquire(app: Callable[..., Any], key: str, count: int, tag: str) -> None:
+    """`count` acquires of new resources, each answered 201."""
+
+    def start_response(status: str, headers: list, exc_info: Any = None) -> None:
+        assert status.startswith("201"), status
+
     for n in range(count):
-        body = {
-            "resource_type": "t",
-            "resource_id": f"{tag}-{n}",
-            "purpose": "p",
-            "ttl_seconds": 60,
+        body = json.dumps(
+            {"resource_type": "t", "resource_id": f"{tag}-{n}", "purpose": "p", "ttl_seconds": 60}
+        ).encode()
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": "/v1/leases",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "8787",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(body)),
+            "HTTP_AUTHORIZATION": f"Bearer {key}",
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": "http",
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
         }
-        answer = client.simulate_post("/v1/leases", json=body, headers=headers)
-        assert answer.status_code == 201, answer.text
+        b"".join(app(environ, start_response))
 
 
 if __name__ == "__main__":
