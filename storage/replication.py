@@ -66,9 +66,21 @@ def warned() -> bool:
 
 
 def confirm_on(datastore: Any, why: str) -> None:
-    """`confirm` on a connection of the library's datastore (its pool)."""
-    with datastore.get_connection() as conn:
-        asked(conn, why)
+    """`confirm` on a connection of the library's datastore (its pool); none to be had in
+    time leaves the commit in doubt as `asked` does (OutcomeUnknown: it landed, so the plain
+    "nothing changed" outage answer would be false)."""
+    try:
+        with datastore.get_connection() as conn:
+            asked(conn, why)
+    except OutcomeUnknown:
+        raise
+    except (OperationalError, InterfaceError, psycopg.Error) as again:
+        raise _unanswered(why, again) from None
+
+
+def _unanswered(why: str, failed: Exception) -> OutcomeUnknown:
+    said = "the store stopped answering before it said whether it is replicated"
+    return OutcomeUnknown(f"{why}, and {said} ({failed})")
 
 
 def asked(conn: Any, why: str) -> None:
@@ -80,10 +92,7 @@ def asked(conn: Any, why: str) -> None:
     except NotReplicated:
         raise
     except (OperationalError, InterfaceError, psycopg.Error) as again:
-        raise OutcomeUnknown(
-            f"{why}, and the store stopped answering before it said whether it is replicated "
-            f"({again})"
-        ) from None
+        raise _unanswered(why, again) from None
 
 
 def confirm(conn: Any, why: str) -> None:

@@ -163,7 +163,9 @@ class _Writer(threading.Thread):
             except Exception:
                 self.target.handleError(record)  # as StreamHandler.emit would: the rest go on
         try:
-            for chunk in atomic_chunks(lines):
+            stream = self.target.stream
+            encoding = getattr(stream, "encoding", None) or "utf-8"
+            for chunk in atomic_chunks(lines, encoding, getattr(stream, "errors", None)):
                 self.target.stream.write(chunk)
                 self.target.flush()
         except Exception:
@@ -171,9 +173,10 @@ class _Writer(threading.Thread):
                 self.target.handleError(records[-1])
 
 
-def atomic_chunks(lines: list[str]) -> list[str]:
+def atomic_chunks(lines: list[str], encoding: str, errors: str | None) -> list[str]:
     """`lines` joined into as few writes as possible, each of whole lines and at most
-    `select.PIPE_BUF` bytes unless one line alone is longer.
+    `select.PIPE_BUF` bytes (in the stream's `encoding`, with its `errors`) unless one line
+    alone is longer.
 
     The workers of `titen serve --workers N` and their supervisor share one stderr; a pipe writes
     at most `PIPE_BUF` bytes in one piece, and a longer write, once the pipe is full, goes out in
@@ -184,7 +187,7 @@ def atomic_chunks(lines: list[str]) -> list[str]:
     chunk: list[str] = []
     size = 0
     for line in lines:
-        length = len(line) if line.isascii() else len(line.encode("utf-8", "backslashreplace"))
+        length = _size(line, encoding, errors)
         if chunk and size + length > select.PIPE_BUF:
             chunks.append("".join(chunk))
             chunk, size = [], 0
@@ -193,6 +196,17 @@ def atomic_chunks(lines: list[str]) -> list[str]:
     if chunk:
         chunks.append("".join(chunk))
     return chunks
+
+
+def _size(line: str, encoding: str, errors: str | None) -> int:
+    """The bytes `line` takes in the stream; PIPE_BUF (a write of its own) when the stream
+    cannot encode it, which its write will then report."""
+    if line.isascii():
+        return len(line)
+    try:
+        return len(line.encode(encoding, errors or "strict"))
+    except (UnicodeError, LookupError):
+        return select.PIPE_BUF
 
 
 class JsonFormatter(logging.Formatter):

@@ -8,7 +8,7 @@ import select
 import threading
 import time
 
-from titen.api.rest.logs import GATHER_SECONDS, QueuedLines
+from titen.api.rest.logs import GATHER_SECONDS, QueuedLines, atomic_chunks
 
 
 class CountingStream(io.StringIO):
@@ -84,3 +84,17 @@ def test_a_write_holds_whole_lines_and_no_more_than_a_pipe_writes_in_one_piece()
         size = len(chunk.encode())
         assert size <= select.PIPE_BUF or chunk.count("\n") == 1  # only a lone long line is longer
     assert len(chunks) < len(lines) / 3  # still batched
+
+
+def test_lines_are_measured_in_the_streams_encoding():
+    # é is 2 bytes in UTF-8 and 4 in ASCII with backslash escapes: two lines of 750 fit one
+    # pipe write (3,002 bytes) in the first and not (6,002) in the second.
+    line = "é" * 750 + "\n"
+    assert len(atomic_chunks([line, line], "utf-8", "strict")) == 1
+    assert len(atomic_chunks([line, line], "ascii", "backslashreplace")) == 2
+    unencodable = "\ud800\n"  # a lone surrogate: written alone, and the stream reports it
+    assert atomic_chunks(["a\n", unencodable, "b\n"], "utf-8", "strict") == [
+        "a\n",
+        unencodable,
+        "b\n",
+    ]
