@@ -169,7 +169,7 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             except Exception as failed:
                 if committing and is_outage(failed):
                     raise  # the COMMIT may have landed: `insert_events` settles a lost answer
-                raise _RollBack(failed) from failed
+                raise _RollBack(_lost_or(conn, failed)) from failed
         return positions
 
     def _settle(
@@ -226,6 +226,23 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         with clock:
             database = clock.fetchone()["now"]
         self.check_clock(database, [event.timestamp for event in kwargs.get(DOMAIN_EVENTS, ())])
+
+
+def _lost_or(conn: Any, failed: Exception) -> Exception:
+    """`failed`, or NotCommitted when the connection was lost before the COMMIT went out.
+
+    A read model that fetches mid-pipeline (the event log looks up a handoff's creation) on a
+    connection that dies then gets the result of an earlier statement, not an error: psycopg
+    stops reading at the lost connection and leaves the cursor holding what it had read
+    ("the last operation didn't produce records (command status: DELETE 1)"). Taken at its
+    word, that is a read model's failure, recorded until an operator rebuilds it; it is an
+    outage, and nothing was committed.
+    """
+    if is_outage(failed) or not answer_lost(conn):
+        return failed
+    lost = NotCommitted(f"the connection was lost before the COMMIT was sent: {failed}")
+    lost.__cause__ = failed
+    return lost
 
 
 def _ours(rows: Sequence[Any], stored_events: Sequence[StoredEvent]) -> bool:
