@@ -47,6 +47,7 @@ from waitress.utilities import RequestEntityTooLarge
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
 from titen.api.rest.settings import ServerSettings
+from titen.api.rest.signals import stop_requested
 
 log = logging.getLogger("titen.server")
 
@@ -320,7 +321,10 @@ class Server(TcpWSGIServer):
             channel.end_wait()
 
     def maintenance(self, now: float) -> None:
-        """Waitress's idle check, then the head deadline and the end of each lingering close."""
+        """A stop asked for but lost (api/rest/signals.py) ends the loop; else waitress's idle
+        check, then the head deadline and the end of each lingering close."""
+        if stop_requested():
+            raise KeyboardInterrupt  # ends waitress's loop, which `serve` then stops in order
         super().maintenance(now)
         for channel in list(self.active_channels.values()):
             if channel.draining_until and now > channel.draining_until:

@@ -4,6 +4,12 @@ SIGTERM raises KeyboardInterrupt in the main thread as Ctrl-C does, which ends w
 (or start-up, before it) and lets the server stop in order and exit 0. Once stopping, further
 signals are ignored so they cannot cut the cleanup short: with several workers, Ctrl-C reaches
 each worker and its parent forwards a SIGTERM as well.
+
+The interrupt can be lost: a handler's exception raised while the main thread runs a finalizer
+(an object's `__del__`, a weakref callback) is printed and dropped, and the signal is ignored
+from then on. A worker was found serving on that way, its supervisor gone, deaf to SIGTERM. So
+the request is also remembered (`stop_requested`), and the serving loop, which looks at least
+once a second (connections.Server.maintenance), raises it again.
 """
 
 from __future__ import annotations
@@ -11,13 +17,22 @@ from __future__ import annotations
 import signal
 from types import FrameType
 
+_requested = False
+
 
 def stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
 
 
+def stop_requested() -> bool:
+    """Whether SIGTERM or Ctrl-C has asked this process to stop."""
+    return _requested
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
+    global _requested
+    _requested = True
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
