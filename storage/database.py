@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -130,6 +131,7 @@ class Database:
             self._check_sqlite()
             with open(os.path.abspath(self.path) + ".migrating", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+                self._switch_to_wal()
                 yield
             return
         from psycopg import sql
@@ -199,6 +201,30 @@ class Database:
                 problem = f"it cannot be written ({exc})"
         if problem:
             raise CannotOpen(f"cannot open the SQLite database {path}: {problem}")
+
+    def _switch_to_wal(self) -> None:
+        """Put the SQLite file in WAL mode (it stays so) before the library's connections open
+        it, retrying while SQLite refuses.
+
+        The library switches a file that is not yet in WAL mode as it opens each connection,
+        but the switch needs the file to itself, and SQLite refuses it at once, without waiting
+        out the busy timeout, while another connection uses the file (a process starting beside
+        it, in `_check_sqlite`): four processes opening a new store together failed so about one
+        time in seven ("database is locked"). A file already in WAL mode is left as it is.
+        """
+        import sqlite3
+
+        path = os.path.abspath(self.path)
+        deadline = time.monotonic() + SQLITE_LOCK_TIMEOUT_SECONDS
+        with closing(sqlite3.connect(path, timeout=SQLITE_LOCK_TIMEOUT_SECONDS)) as conn:
+            while True:
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() > deadline:
+                        raise CannotOpen(f"cannot open the SQLite database {path}: {exc}") from exc
+                    time.sleep(0.01)
 
     def conninfo(self) -> str:
         """A libpq connection string for the store: all its hosts, titen's options
