@@ -29,6 +29,7 @@ import queue
 import random
 import re
 import select
+import signal
 import sys
 import threading
 import time
@@ -105,11 +106,23 @@ class QueuedLines(QueueHandler):
         super().close()
 
     def _start(self) -> _Writer:
-        """A new queue (the handler's) and a writer thread taking from it."""
+        """A new queue (the handler's) and a writer thread taking from it, which takes no
+        signal.
+
+        The kernel hands a signal sent to the process to any thread that does not block it.
+        `titen serve --workers`'s supervisor waits for its signals with them blocked
+        (`sigtimedwait`, api/rest/prefork.py); one handed to this thread instead reached it a
+        second later as a KeyboardInterrupt, past its orderly stop and its log line (a
+        Ctrl-C test failed now and then). A thread inherits its creator's mask, so all are
+        blocked while it is created."""
         lines: queue.SimpleQueue[logging.LogRecord | None] = queue.SimpleQueue()
         self.queue = lines
         writer = _Writer(lines, self.target)
-        writer.start()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            writer.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         return writer
 
     def _restart(self) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 import logging
 import select
+import signal
 import threading
 import time
+from pathlib import Path
 
 from titen.api.rest.logs import GATHER_SECONDS, QueuedLines, atomic_chunks
 
@@ -98,3 +100,22 @@ def test_lines_are_measured_in_the_streams_encoding():
         unencodable,
         "b\n",
     ]
+
+
+def test_the_writer_thread_takes_no_signal_and_its_creator_keeps_its_own():
+    """A signal sent to the process must reach a thread that wants it (the supervisor's main
+    thread, waiting in sigtimedwait), never the log writer."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    _, handler = writer_over(CountingStream())
+    try:
+        writer = handler._writer
+        assert writer is not None and writer.native_id is not None
+        status = Path(f"/proc/self/task/{writer.native_id}/status").read_text()
+        blocked = int(
+            next(line for line in status.splitlines() if line.startswith("SigBlk:"))[7:], 16
+        )
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+            assert blocked & (1 << (signum - 1)), signum
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == before
+    finally:
+        handler.close()
