@@ -33,6 +33,7 @@ from titen.service.webhook_presence import WebhookPresence
 from titen.service.webhooks import Webhooks
 from titen.storage.clock import DatabaseClock
 from titen.storage.database import Database, parse
+from titen.storage.group_commit import Turn
 from titen.storage.inline import InlineRecording
 from titen.storage.postgres import InlinePostgresRecorder
 from titen.storage.topics import register_legacy_topics
@@ -72,7 +73,11 @@ class Services:
 
 
 def bootstrap(
-    url: str, clock: Clock | None = None, pool_size: int = 10, catch_up: bool = True
+    url: str,
+    clock: Clock | None = None,
+    pool_size: int = 10,
+    catch_up: bool = True,
+    turn: Turn | None = None,
 ) -> Services:
     """Open the store at `url`, creating its schema on first use.
 
@@ -85,6 +90,9 @@ def bootstrap(
     on PostgreSQL, where each save's instants are checked against it; the process's on SQLite).
     A test's clock replaces it unchecked, except for delivery's claims and retry pauses, which
     always run on the store's clock (a test's clock stands still).
+
+    The worker processes of one server pass the `turn` they share: their saves take turns
+    (storage/group_commit.py).
     """
     register_legacy_topics()
     database = parse(url)
@@ -129,6 +137,7 @@ def bootstrap(
         assert isinstance(recorder, InlinePostgresRecorder)  # only PostgreSQL's makes one
         recorder.check_clock = clock.verify
     app.on_read_model_failure.append(projector.write_failed)
+    app.commits.turn = turn
     if catch_up:
         projector.catch_up()
     recent_events = RecentEvents(event_log)

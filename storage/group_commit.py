@@ -9,21 +9,35 @@ This decides nothing: races are still settled by the store's optimistic concurre
 that fails on a version conflict, or on a kept row that exists already (a stored answer,
 storage/inline.py), is saved again one aggregate at a time, so only the command that lost its
 race sees the failure and the others are unaffected.
+
+The worker processes of one server also take turns (`Turn`, shared by them): a leader waits for
+the turn before it takes its batch, so commands keep joining the batch while another process
+saves, and the turn passes to the next leader the moment a save ends. Without it the leaders of
+two workers met only at the store's lock, SQLite's busy handler slept 1 to 10 ms at a time while
+the lock was long free, and each worker's batch was fixed before the wait (docs/performance.md,
+"Round four").
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, Recording
 
 from titen.storage.inline import KEPT, RowExists
 
+log = logging.getLogger("titen.app")
+
 MAX_BATCH = 64
+TURN_WAIT_SECONDS = 2.0
+"""How long a leader waits for its turn before saving without it (the store's own lock, with its
+own bound, then orders it): a healthy turn lasts one save, milliseconds, so a longer wait means
+its holder is stuck (paused, or waiting on a store that does not answer)."""
 
 Save = Callable[..., list[Recording[UUID]]]
 
@@ -33,6 +47,14 @@ def _asleep() -> threading.Lock:
     lock = threading.Lock()
     lock.acquire()
     return lock
+
+
+class Turn(Protocol):
+    """Taken by one save at a time across processes (storage/shared_mutex.py)."""
+
+    def acquire(self, timeout: float) -> bool: ...
+
+    def release(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -56,10 +78,12 @@ class GroupCommit:
     queue when a save ends). No thread is woken only to find it has nothing to do.
     """
 
-    def __init__(self, save: Save):
+    def __init__(self, save: Save, turn: Turn | None = None):
         """`save(*events_and_aggregates)` is the Application's save: it records the events and
-        snapshots the aggregates as they fall due."""
+        snapshots the aggregates as they fall due. `turn`, if given, is shared with the other
+        processes saving to the same store."""
         self._save = save
+        self.turn = turn
         self._lock = threading.Lock()
         self._queue: list[_Entry] = []
         self._saving = False
@@ -83,11 +107,15 @@ class GroupCommit:
     def _lead(self) -> None:
         """Save the batch at the queue's head (this thread's own command first), then wake its
         other commands and hand the lead to the next waiting one, if any."""
+        turn = self.turn
+        has_turn = turn is not None and _acquire(turn)
         with self._lock:
-            batch = self._take()
+            batch = self._take()  # after the wait: what queued meanwhile saves with it
         try:
             self._save_batch(batch)
         finally:
+            if has_turn and turn is not None:
+                turn.release()  # first: another process's leader may save while these wake
             with self._lock:
                 leader = self._queue[0] if self._queue else None
                 self._saving = leader is not None
@@ -142,3 +170,13 @@ class GroupCommit:
             self._record([entry])
         except Exception as exc:  # its own conflict, or the store's failure: its command's alone
             entry.error = exc
+
+
+def _acquire(turn: Turn) -> bool:
+    """Whether the turn was had; a turn that fails is logged and done without (the store's own
+    lock orders the save then), so no command waits on a broken turn."""
+    try:
+        return turn.acquire(TURN_WAIT_SECONDS)
+    except OSError:
+        log.exception("the write turn failed: saving without it")
+        return False

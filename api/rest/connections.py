@@ -18,6 +18,8 @@ files. What waitress does not offer is added in small subclasses:
 - `Task` ends a HEAD answer at its head: waitress writes the last-chunk marker of a chunked
   answer (an event stream's) even for HEAD, a stray body that corrupts the connection's next
   answer;
+- `Server.readable` accepts new connections only while this worker's share of them allows
+  (api/rest/balance.py), when it is one of several workers on one port;
 - `Channel.watch` (offered to the app as `WATCH_CLIENT` in the request's environ) keeps reading
   a connection while its request waits, as a stream or a long-poll does, so that a client
   closing it is seen at once, and the waiter woken, instead of at the next write (waitress
@@ -44,6 +46,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import RequestEntityTooLarge
 
+from titen.api.rest.balance import Share
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
 from titen.api.rest.settings import ServerSettings
@@ -284,10 +287,17 @@ class Server(TcpWSGIServer):
     stopping = False
 
     def __init__(
-        self, application: Any, settings: ServerSettings, threads: int, sock: socket.socket
+        self,
+        application: Any,
+        settings: ServerSettings,
+        threads: int,
+        sock: socket.socket,
+        share: Share | None = None,
     ):
         """Serve on `sock`, a listening socket opened by `listen` (perhaps in a parent process
-        and shared by several workers, each accepting from the same queue)."""
+        and shared by several workers, each accepting from the same queue, as far as its
+        `share` of the connections allows)."""
+        self.share = share
         adjustments = Adjustments(
             host=settings.host,
             port=settings.port,
@@ -314,6 +324,16 @@ class Server(TcpWSGIServer):
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
             bind_socket=False,
         )
+        if share is not None:
+            share.bell(self._map)
+
+    def readable(self) -> bool:
+        """Waitress's answer (at every pass of the loop): whether to accept connections now,
+        which one of several workers does only while it holds no more than its share."""
+        able = bool(super().readable())
+        if self.share is None:
+            return able
+        return self.share.accepts(len(self.active_channels), able)
 
     def _end_waits(self) -> None:
         self.stopping = True

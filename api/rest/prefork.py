@@ -20,6 +20,12 @@ The parent only supervises, in one thread, with its signals blocked and taken sy
   (systemd, Kubernetes) to act on;
 - a worker asks the kernel for SIGTERM if the parent dies, so none outlives it.
 
+The workers share two things the parent makes before it forks them: their slots of the
+connections (api/rest/balance.py: each accepts only its share, so a burst of connections does not
+all land on one worker) and the write turn (storage/group_commit.py: their saves take turns, so
+commands join a batch while another worker saves). A worker that exits gives up both: its slot
+is marked gone, and the turn, if it held it, passes on (storage/shared_mutex.py).
+
 Metrics: the parent makes a fresh PROMETHEUS_MULTIPROC_DIR for the run before anything imports
 prometheus-client, the workers write their series there, one scrape of the shared metrics
 socket sums them (api/rest/metrics.py), a dead worker's live gauges are dropped (its counters
@@ -40,8 +46,10 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
+from titen.api.rest.balance import Shares
 from titen.api.rest.settings import MULTIPROC_ENV, ServerSettings
 from titen.api.rest.signals import stop_on_signals
+from titen.storage.shared_mutex import SharedMutex
 
 log = logging.getLogger("titen.server")
 
@@ -66,26 +74,35 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         sock, metrics_sock = listeners(settings)
         opened = bootstrap(url, pool_size=2)  # schema, migrations and catch-up: once, here
         opened.close()
+        shares, turn = Shares(workers), SharedMutex()
 
-        def work() -> None:
-            services = bootstrap(url, pool_size=settings.pool_size, catch_up=False)
+        def work(slot: int) -> None:
+            services = bootstrap(url, pool_size=settings.pool_size, catch_up=False, turn=turn)
             try:
-                serve(services, settings, sock, metrics_sock)
+                serve(services, settings, sock, metrics_sock, shares.join(slot))
             finally:
                 services.close()
 
+        def gone(slot: int, pid: int) -> None:
+            shares.leave(slot)
+            _metrics_gone(pid)
+
         announce(f"{opened.database.redacted()}, {workers} workers", settings, sock, metrics_sock)
-        return Supervisor(workers, work, on_exit=_metrics_gone).run()
+        return Supervisor(workers, work, on_exit=gone).run()
 
 
 class Supervisor:
-    """Keeps `count` forked processes running `work()` until told to stop."""
+    """Keeps `count` forked processes running `work(slot)` until told to stop: each in a slot
+    of its own, 0 to count - 1, which a replacement takes over; `on_exit(slot, pid)` is told
+    of each that exits."""
 
-    def __init__(self, count: int, work: Callable[[], None], on_exit: Callable[[int], None]):
+    def __init__(
+        self, count: int, work: Callable[[int], None], on_exit: Callable[[int, int], None]
+    ):
         self.count = count
         self.work = work
         self.on_exit = on_exit
-        self.workers: dict[int, float] = {}  # pid: when it started (monotonic)
+        self.workers: dict[int, tuple[float, int]] = {}  # pid: (when it started, its slot)
         self.deaths: deque[float] = deque()
 
     def run(self) -> int:
@@ -117,13 +134,15 @@ class Supervisor:
 
     def _start(self) -> None:
         parent = os.getpid()
+        taken = {slot for _, slot in self.workers.values()}
+        slot = min(set(range(self.count)) - taken)
         pid = os.fork()
         if pid == 0:
-            self._be_worker(parent)
-        self.workers[pid] = time.monotonic()
+            self._be_worker(parent, slot)
+        self.workers[pid] = (time.monotonic(), slot)
         log.info("worker %d started", pid)
 
-    def _be_worker(self, parent: int) -> None:
+    def _be_worker(self, parent: int, slot: int) -> None:
         """The forked process: run the work, then exit without returning into the parent's
         code (its `finally` blocks are the parent's to run)."""
         status = 1
@@ -131,7 +150,7 @@ class Supervisor:
             stop_on_signals()
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
             _die_with(parent)
-            self.work()
+            self.work(slot)
             status = 0
         except KeyboardInterrupt:  # stopped while starting
             status = 0
@@ -153,8 +172,9 @@ class Supervisor:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 return
-            if self.workers.pop(pid, None) is not None:
-                self.on_exit(pid)
+            started = self.workers.pop(pid, None)
+            if started is not None:
+                self.on_exit(started[1], pid)
                 yield pid, status
 
     def _crash_looping(self) -> bool:
@@ -178,8 +198,8 @@ class Supervisor:
             log.error("worker %d did not stop within %.0f s: killed", pid, STOP_SECONDS)
             _signal(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            del self.workers[pid]
-            self.on_exit(pid)
+            _, slot = self.workers.pop(pid)
+            self.on_exit(slot, pid)
 
 
 def _described(status: int) -> str:

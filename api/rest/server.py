@@ -12,6 +12,7 @@ import socket
 from collections.abc import Callable
 
 from titen.api.rest.app import create_app
+from titen.api.rest.balance import Share
 from titen.api.rest.connections import Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
@@ -63,15 +64,17 @@ def serve(
     settings: ServerSettings,
     sock: socket.socket,
     metrics_sock: socket.socket | None = None,
+    share: Share | None = None,
 ) -> None:
     """Serve on the listening `sock` (and /metrics on `metrics_sock`) until KeyboardInterrupt
     (Ctrl-C, or SIGTERM: api/rest/signals.py), then stop in order: no new connections, then
-    the threads; the caller closes the store."""
+    the threads; the caller closes the store. A worker of several accepts its `share` of the
+    connections (api/rest/balance.py)."""
     threads = settings.threads + settings.max_subscribers
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
         log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
-    server = Server(create_app(services, settings), settings, threads, sock)
+    server = Server(create_app(services, settings), settings, threads, sock, share)
     try:
         stop_metrics = _metrics(services, metrics_sock)
         try:

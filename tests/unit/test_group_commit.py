@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 from uuid import UUID, uuid4
 
@@ -10,7 +11,9 @@ import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError
 
 from tests.support import eventually
+from titen.storage import group_commit
 from titen.storage.group_commit import GroupCommit
+from titen.storage.shared_mutex import SharedMutex
 
 
 class Aggregate:
@@ -171,3 +174,51 @@ def test_many_threads_saving_at_once_all_finish_with_their_own_recordings():
     assert all([r.domain_event.originator_id for r in got] == [id] for id, got in results.items())
     assert sum(len(t) for t in store.transactions) == 16 * 50
     assert not commits._queue and not commits._saving
+
+
+class HeldTurn:
+    """A turn another process holds until `give` (a SharedMutex taken by another thread)."""
+
+    def __init__(self) -> None:
+        self.mutex = SharedMutex()
+        self.taken = threading.Event()
+        self.give = threading.Event()
+        threading.Thread(target=self._hold, daemon=True).start()
+        assert self.taken.wait(5)
+
+    def _hold(self) -> None:
+        assert self.mutex.acquire(5)
+        self.taken.set()
+        self.give.wait(10)
+        self.mutex.release()
+
+
+def test_saves_that_queue_while_the_leader_waits_for_its_turn_save_with_it():
+    """The batch is taken once the turn is had: commands that arrive meanwhile join it."""
+    store = Store()
+    held = HeldTurn()
+    commits = GroupCommit(store.save, held.mutex)
+    aggregates = [Aggregate(uuid4()) for _ in range(6)]
+    threads = [threading.Thread(target=commits.save, args=(a,)) for a in aggregates]
+    for thread in threads:
+        thread.start()
+    eventually(lambda: len(commits._queue) == len(aggregates), "every save queued")
+    assert store.transactions == []  # none saves while another process has the turn
+    held.give.set()
+    for thread in threads:
+        thread.join(5)
+    assert [sorted(t) for t in store.transactions] == [sorted(a.id for a in aggregates)]
+    assert held.mutex.acquire(0)  # the leader gave the turn back
+
+
+def test_a_turn_not_had_in_time_is_done_without(monkeypatch):
+    """A turn held by a stuck process delays a save by TURN_WAIT_SECONDS, no more."""
+    monkeypatch.setattr(group_commit, "TURN_WAIT_SECONDS", 0.2)
+    store = Store()
+    held = HeldTurn()
+    commits = GroupCommit(store.save, held.mutex)
+    aggregate = Aggregate(uuid4())
+    started = time.monotonic()
+    assert [r.domain_event.originator_id for r in commits.save(aggregate)] == [aggregate.id]
+    assert 0.2 <= time.monotonic() - started < 2
+    held.give.set()

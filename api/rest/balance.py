@@ -1,0 +1,149 @@
+"""Connections shared out evenly between the workers of one `titen serve --workers N`.
+
+Every worker accepts from one listening socket, and the kernel gives a new connection to
+whichever worker polls first. In a burst (a client's pool opening 16 connections at once) that
+was nearly always the same one: 15 of 16 connections on one worker, which served them all on
+one core while the other worker idled (docs/performance.md, "Round four"). So each worker
+publishes how many connections it holds, in memory all of them share, and stops accepting while
+another worker that accepts holds fewer (by more than SLACK): the next connections go there.
+
+Two rules keep a new connection from waiting on nobody:
+
+- a worker stops accepting only while another one accepts, decided under a mutex the workers
+  share, so two cannot each leave it to the other (taking up accepting again needs nobody's
+  leave);
+- a worker that stopped sleeps in its loop without looking at its share, so whoever changes what
+  it would decide rings its bell (a pipe in its loop): a worker whose connections come or go, or
+  that can accept no more (at its connection limit), rings the stopped workers that may now take
+  up accepting, and the supervisor, when a worker exits and its slot is marked gone, rings them
+  all.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from contextlib import suppress
+from multiprocessing.sharedctypes import RawArray
+from typing import Any
+
+from waitress import wasyncore
+
+from titen.storage.shared_mutex import SharedMutex
+
+SLACK = 1
+"""How many more connections than another accepting worker a worker may hold and still accept."""
+GONE = -1
+"""A slot's count while no worker holds it."""
+
+
+class Shares:
+    """The workers' slots: made by the supervisor before it forks them, one slot per worker."""
+
+    def __init__(self, workers: int):
+        self.counts = RawArray(ctypes.c_int, [GONE] * workers)
+        self.accepting = RawArray(ctypes.c_bool, [False] * workers)
+        self.deciding = SharedMutex()
+        self.bells = [os.pipe() for _ in range(workers)]
+        for _, ring in self.bells:
+            os.set_blocking(ring, False)
+
+    def join(self, slot: int) -> Share:
+        """A new worker's slot (in the worker): no connections yet, accepting."""
+        self.counts[slot] = 0
+        self.accepting[slot] = True
+        return Share(self, slot)
+
+    def leave(self, slot: int) -> None:
+        """A worker has exited (in the supervisor): its slot counts for nothing until reused,
+        and the others look again, in case it was the one accepting."""
+        self.accepting[slot] = False
+        self.counts[slot] = GONE
+        for other in range(len(self.counts)):
+            self.ring(other)
+
+    def ring(self, slot: int) -> None:
+        """Wake the worker in `slot` to look at its share again (at once, from any process)."""
+        with suppress(BlockingIOError):  # the pipe is full: it is woken already
+            os.write(self.bells[slot][1], b"!")
+
+
+class Share:
+    """One worker's slot, which its server's loop reads and writes at every pass."""
+
+    def __init__(self, shares: Shares, slot: int):
+        self.shares = shares
+        self.slot = slot
+
+    def bell(self, loop: dict[int, Any]) -> None:
+        """Put this worker's bell in its server's `loop`, which a ring then wakes."""
+        _Bell(self.shares.bells[self.slot][0], loop)
+
+    def accepts(self, connections: int, able: bool) -> bool:
+        """Whether this worker should accept now, holding `connections` and `able` to accept
+        more (not at its connection limit, not stopping)."""
+        shares, slot = self.shares, self.slot
+        changed = shares.counts[slot] != connections
+        shares.counts[slot] = connections
+        accepting = self._decide(connections, able)
+        if changed and accepting:
+            self._ring_stopped(connections)
+        return accepting
+
+    def _decide(self, connections: int, able: bool) -> bool:
+        shares, slot = self.shares, self.slot
+        if not able:
+            if shares.accepting[slot]:  # it cannot: the others must not count on it
+                shares.accepting[slot] = False
+                self._ring_stopped(float("inf"))
+            return False
+        if connections <= self._fewest_elsewhere() + SLACK:
+            shares.accepting[slot] = True
+            return True
+        if not shares.accepting[slot]:
+            return False
+        if not shares.deciding.acquire(0):
+            return True  # another worker is deciding: keep accepting, ask again next pass
+        try:
+            if connections <= self._fewest_elsewhere() + SLACK:
+                return True
+            shares.accepting[slot] = False
+            return False
+        finally:
+            shares.deciding.release()
+
+    def _fewest_elsewhere(self) -> float:
+        """The fewest connections another accepting worker holds (infinite if none accepts)."""
+        shares, slot = self.shares, self.slot
+        fewest = float("inf")
+        for other, count in enumerate(shares.counts):
+            if other != slot and shares.accepting[other] and 0 <= count < fewest:
+                fewest = count
+        return fewest
+
+    def _ring_stopped(self, connections: float) -> None:
+        """Ring each stopped worker that holds few enough connections to accept again beside
+        this one, now holding `connections` (infinite: this one no longer accepts)."""
+        shares = self.shares
+        for other, count in enumerate(shares.counts):
+            stopped = other != self.slot and not shares.accepting[other] and count >= 0
+            if stopped and count <= connections + SLACK:
+                shares.ring(other)
+
+
+class _Bell(wasyncore.file_dispatcher):
+    """The read end of a worker's bell in its server's loop: readable when rung, emptied then
+    (the loop's next pass is the point: it asks the worker's share again)."""
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def handle_read(self) -> None:
+        with suppress(OSError):
+            self.recv(4096)
+
+    def handle_close(self) -> None:
+        self.close()

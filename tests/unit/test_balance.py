@@ -1,0 +1,84 @@
+"""Workers sharing out connections (api/rest/balance.py): each stops accepting only while
+another accepts, and whoever changes what a stopped worker would decide rings it."""
+
+from __future__ import annotations
+
+import os
+import select
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from titen.api.rest.balance import SLACK, Share, Shares
+
+
+def rung(shares: Shares, slot: int) -> bool:
+    """Whether `slot`'s bell has rung (emptying it, as its loop's pass does)."""
+    bell = shares.bells[slot][0]
+    if not select.select([bell], [], [], 0)[0]:
+        return False
+    os.read(bell, 4096)
+    return True
+
+
+def test_a_worker_holding_more_than_its_share_stops_and_is_rung_back():
+    shares = Shares(2)
+    a, b = shares.join(0), shares.join(1)
+    assert a.accepts(SLACK, able=True)
+    assert not a.accepts(SLACK + 1, able=True)  # b accepts, holding none: the next go to b
+    assert not rung(shares, 0)
+    assert b.accepts(1, able=True)
+    assert rung(shares, 0)  # b's count came within a's reach: a looks again
+    assert a.accepts(SLACK + 1, able=True)
+
+
+def test_the_last_worker_accepting_never_stops():
+    shares = Shares(2)
+    a, b = shares.join(0), shares.join(1)
+    assert not b.accepts(0, able=False)  # at its limit: a cannot count on it
+    assert a.accepts(100, able=True)
+
+
+def test_a_worker_that_exits_hands_accepting_back_to_the_others():
+    shares = Shares(2)
+    a = shares.join(0)
+    shares.join(1)
+    assert not a.accepts(SLACK + 1, able=True)
+    shares.leave(1)
+    assert rung(shares, 0)
+    assert a.accepts(SLACK + 1, able=True)
+
+
+def settle(shares: Shares, workers: dict[int, Share], state: dict[int, tuple[int, bool]]):
+    """Let every rung worker take its loop's pass until no bell rings."""
+    for _ in range(100):
+        woken = [slot for slot in workers if rung(shares, slot)]
+        if not woken:
+            return
+        for slot in woken:
+            workers[slot].accepts(*state[slot])
+    raise AssertionError("the bells never stopped ringing")
+
+
+passes = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 8), st.booleans(), st.booleans()), max_size=40
+)
+
+
+@given(passes)
+def test_some_worker_accepts_whenever_one_can(steps):
+    """After any passes, exits and restarts, once the rung workers have looked again: if a
+    worker is able to accept, one is accepting (a new connection never waits on nobody)."""
+    shares = Shares(3)
+    workers = {slot: shares.join(slot) for slot in range(3)}
+    state = {slot: (0, True) for slot in range(3)}
+    for slot, connections, able, restart in steps:
+        if restart:
+            shares.leave(slot)
+            workers[slot] = shares.join(slot)
+            connections = 0
+        state[slot] = (connections, able)
+        workers[slot].accepts(connections, able)
+        settle(shares, workers, state)
+        if any(able for _, able in state.values()):
+            assert any(shares.accepting[slot] for slot in workers), (state, list(shares.counts))
