@@ -10,12 +10,12 @@ that fails on a version conflict, or on a kept row that exists already (a stored
 storage/inline.py), is saved again one aggregate at a time, so only the command that lost its
 race sees the failure and the others are unaffected.
 
-The worker processes of one server also take turns (`Turn`, shared by them): a leader waits for
-the turn before it takes its batch, so commands keep joining the batch while another process
-saves, and the turn passes to the next leader the moment a save ends. Without it the leaders of
-two workers met only at the store's lock, SQLite's busy handler slept 1 to 10 ms at a time while
-the lock was long free, and each worker's batch was fixed before the wait (docs/performance.md,
-"Round four").
+On SQLite the worker processes of one server also take turns (`Turn`, shared by them): a
+leader waits for the turn before it takes its batch, so commands keep joining the batch while
+another process saves, and the turn passes to the next leader the moment a save ends. Without
+it the leaders of two workers met only at SQLite's lock, whose busy handler slept 1 to 10 ms at
+a time while the lock was long free, and each worker's batch was fixed before the wait
+(docs/performance.md, "Round four"). PostgreSQL's writers queue on its table lock instead.
 """
 
 from __future__ import annotations

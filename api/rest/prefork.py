@@ -22,9 +22,9 @@ The parent only supervises, in one thread, with its signals blocked and taken sy
 
 The workers share two things the parent makes before it forks them: their slots of the
 connections (api/rest/balance.py: each accepts only its share, so a burst of connections does not
-all land on one worker) and the write turn (storage/group_commit.py: their saves take turns, so
-commands join a batch while another worker saves). A worker that exits gives up both: its slot
-is marked gone, and the turn, if it held it, passes on (storage/shared_mutex.py).
+all land on one worker) and, on SQLite, the write turn (storage/group_commit.py: their saves
+take turns, so commands join a batch while another worker saves). A worker that exits gives up
+both: its slot is marked gone, and the turn, if it held it, passes on (storage/shared_mutex.py).
 
 Metrics: the parent makes a fresh PROMETHEUS_MULTIPROC_DIR for the run before anything imports
 prometheus-client, the workers write their series there, one scrape of the shared metrics
@@ -74,7 +74,10 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         sock, metrics_sock = listeners(settings)
         opened = bootstrap(url, pool_size=2)  # schema, migrations and catch-up: once, here
         opened.close()
-        shares, turn = Shares(workers), SharedMutex()
+        shares = Shares(workers)
+        # SQLite's writers meet at its lock through a busy handler that sleeps; PostgreSQL's
+        # queue on its table lock and are woken at once, and a turn there measured slower.
+        turn = SharedMutex() if opened.database.kind == "sqlite" else None
 
         def work(slot: int) -> None:
             services = bootstrap(url, pool_size=settings.pool_size, catch_up=False, turn=turn)
