@@ -11,7 +11,8 @@ Two rules keep a new connection from waiting on nobody:
 
 - a worker stops accepting only while another one accepts, decided under a mutex the workers
   share, so two cannot each leave it to the other (taking up accepting again needs nobody's
-  leave);
+  leave; one that can accept no more, at its connection limit or stopping, says so under the
+  mutex too, and rings the others);
 - a worker that stopped sleeps in its loop without looking at its share, so whoever changes what
   it would decide rings its bell (a pipe in its loop): a worker whose connections come or go, or
   that can accept no more (at its connection limit), rings the stopped workers that may now take
@@ -35,6 +36,8 @@ SLACK = 1
 """How many more connections than another accepting worker a worker may hold and still accept."""
 GONE = -1
 """A slot's count while no worker holds it."""
+DECIDING_WAIT_SECONDS = 0.05
+"""How long a worker that can accept no more waits for another's decision before it says so."""
 
 
 class Shares:
@@ -94,8 +97,7 @@ class Share:
         shares, slot = self.shares, self.slot
         if not able:
             if shares.accepting[slot]:  # it cannot: the others must not count on it
-                shares.accepting[slot] = False
-                self._ring_stopped(float("inf"))
+                self._stop_accepting()
             return False
         if connections <= self._fewest_elsewhere() + SLACK:
             shares.accepting[slot] = True
@@ -111,6 +113,20 @@ class Share:
             return False
         finally:
             shares.deciding.release()
+
+    def _stop_accepting(self) -> None:
+        """Stop accepting though no other worker may (at the limit, or stopping), and ring
+        those that stopped: under the mutex, so that none stops meanwhile counting on this one
+        and goes unrung. The mutex is waited for briefly: its holder decides in microseconds,
+        and past the wait the ring still goes out."""
+        shares = self.shares
+        decided = shares.deciding.acquire(DECIDING_WAIT_SECONDS)
+        try:
+            shares.accepting[self.slot] = False
+            self._ring_stopped(float("inf"))
+        finally:
+            if decided:
+                shares.deciding.release()
 
     def _fewest_elsewhere(self) -> float:
         """The fewest connections another accepting worker holds (infinite if none accepts)."""

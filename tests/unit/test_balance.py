@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import select
+import threading
+import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -82,3 +84,27 @@ def test_some_worker_accepts_whenever_one_can(steps):
         settle(shares, workers, state)
         if any(able for _, able in state.values()):
             assert any(shares.accepting[slot] for slot in workers), (state, list(shares.counts))
+
+
+def test_a_worker_that_can_accept_no_more_rings_the_stopped_even_while_another_decides():
+    """At its connection limit (or stopping) a worker says so under the workers' mutex, so
+    none stops meanwhile counting on it; a decision held up elsewhere delays it briefly only."""
+    shares = Shares(2)
+    a, b = shares.join(0), shares.join(1)
+    assert not a.accepts(SLACK + 1, able=True)  # a stops: b accepts, holding none
+    held, done = threading.Event(), threading.Event()
+
+    def decide_slowly() -> None:
+        assert shares.deciding.acquire(1)
+        held.set()
+        done.wait(5)
+        shares.deciding.release()
+
+    threading.Thread(target=decide_slowly).start()
+    assert held.wait(5)
+    started = time.monotonic()
+    assert not b.accepts(0, able=False)
+    assert time.monotonic() - started < 1
+    done.set()
+    assert rung(shares, 0)
+    assert a.accepts(SLACK + 1, able=True)  # a takes up again: nobody else accepts
