@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import itertools
 import json as jsonlib
 import os
 import shutil
@@ -145,10 +146,42 @@ def chromium(profile: str | Path, *arguments: str) -> list[str]:
     ]
 
 
+LISTENING_PORTS = range(26000, 32768)
+"""Ports the suite's servers listen on: below the kernel's ephemeral range (32768 and up,
+/proc/sys/net/ipv4/ip_local_port_range), from which the suite's own outgoing connections take
+their local ports. A port the kernel handed out for a moment (bind to 0, close) and given to a
+server could be taken first by such a connection, and the server failed to start ("the port is
+already in use"). Above the cluster tests' fixed ports (256xx, tests/cluster)."""
+
+
+def _own_ports() -> Iterator[int]:
+    """This test process's share of LISTENING_PORTS, round and round: each pytest-xdist process
+    (gw0, gw1, ...) and the run outside them (the exclusive tests) has its own, so two never
+    pick the same port at once."""
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    index = int(worker.removeprefix("gw")) if worker else count
+    size = len(LISTENING_PORTS) // (count + 1)
+    return itertools.cycle(LISTENING_PORTS[index * size : (index + 1) * size])
+
+
+_ports = _own_ports()
+_picking = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on now, from this process's share, never one an outgoing
+    connection can take meanwhile; one still held by an earlier test is passed over."""
+    with _picking:
+        for _ in LISTENING_PORTS:
+            port = next(_ports)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no free port in this test process's share")
 
 
 def besides_database(stderr: str) -> str:
