@@ -10,6 +10,11 @@ refuses goes through jsonschema, whose errors name the field in REST's words (70
 bad requests alone). Patterns are left out of the compiled code and checked by `_fits`
 with the same rules as `_pattern`, so both paths accept exactly the same values
 (tests/unit/test_validation.py holds them to it).
+
+jsonschema is imported when a value is first refused, not with this module: its import (with
+its specifications and their references) is 80 ms of CPU, paid by every process that starts
+(each server and each `titen` command, over a thousand in `make test`) for words most of them
+never say. The schemas are valid Draft 2020-12 (tests/unit/test_validation.py checks each).
 """
 
 from __future__ import annotations
@@ -17,14 +22,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Any, cast
 
 import fastjsonschema
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import ValidationError, best_match
 
 from titen.api.schemas import IDENTIFIER
 from titen.domain import identifiers
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 """json.loads pairs escaped surrogates into one character, so any left is alone."""
@@ -39,6 +47,8 @@ def _pattern(
     final newline, so a search let "id\\n" through; a full match does not. What no portable
     pattern can say (NFC, format characters beyond the BMP) is titen.domain.identifiers'.
     """
+    from jsonschema.exceptions import ValidationError
+
     if not isinstance(instance, str):
         return
     reason = _pattern_problem(pattern, instance, schema)
@@ -52,27 +62,32 @@ def _pattern_problem(pattern: str, instance: str, schema: dict[str, Any]) -> str
     return None if re.fullmatch(pattern, instance) else identifiers.CONTROL
 
 
-Validator = validators.extend(Draft202012Validator, {"pattern": _pattern})
+@cache
+def _worded() -> Any:
+    """Draft 2020-12's validator class with titen's `pattern`: made once, when first needed."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(Draft202012Validator, {"pattern": _pattern})
 
 
 @dataclass(frozen=True)
 class Checker:
     """One schema, compiled for both paths: `fits` (fast, yes or no) and `explain` (words)."""
 
+    schema: dict[str, Any]
+    """The schema checked, as titen.api.schemas wrote it."""
     fits: Any
-    explain: Any
     patterned: tuple[tuple[str, str, dict[str, Any]], ...]
     """(property, pattern, its schema) for every top-level string property with a pattern."""
 
-    @property
-    def schema(self) -> dict[str, Any]:
-        """The schema checked, as titen.api.schemas wrote it."""
-        return self.explain.schema
+    @cached_property
+    def explain(self) -> Validator:
+        """jsonschema's validator of the schema, made when a value is first refused."""
+        return cast("Validator", _worded()(self.schema))
 
 
 def validator(schema: dict[str, Any]) -> Checker:
-    """A checker for one of titen.api.schemas (the schema is checked once, here)."""
-    Draft202012Validator.check_schema(schema)
+    """A checker for one of titen.api.schemas."""
     properties = schema.get("properties", {})
     if any("pattern" in nested for nested in _nested_schemas(properties)):
         raise ValueError("patterns are checked on top-level properties only")
@@ -80,13 +95,13 @@ def validator(schema: dict[str, Any]) -> Checker:
         (name, prop["pattern"], prop) for name, prop in properties.items() if "pattern" in prop
     )
     return Checker(
+        schema=schema,
         fits=fastjsonschema.compile(
             _without_patterns(schema),
             use_default=False,  # never fill in defaults: a check must not change the value
             use_formats=False,  # formats are annotations only, as for jsonschema
             detailed_exceptions=False,
         ),
-        explain=Validator(schema),
         patterned=patterned,
     )
 
@@ -128,6 +143,8 @@ def refusal(value: Any, checker: Checker) -> str | None:
     """Why `value` does not fit the checker's schema, as REST says it, or None when it fits."""
     if _fits(value, checker):
         return None
+    from jsonschema.exceptions import best_match
+
     problem = best_match(checker.explain.iter_errors(value))
     if problem is not None:
         return describe(problem)

@@ -6,6 +6,8 @@ body would reach a command. Hypothesis searches for such a value among near-vali
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -89,3 +91,41 @@ def test_a_pattern_below_the_top_level_is_refused_at_start_up():
     nested = schemas.body({"list": {"type": "array", "items": schemas.text(5)}}, required=[])
     with pytest.raises(ValueError, match="top-level"):
         validator(nested)
+
+
+def every_checker() -> dict[str, Checker]:
+    """Each checker the edges validate with (REST's routes and MCP's tools), by name."""
+    from titen.api import mcp_tools
+    from titen.api.rest import audit, handoffs, leases, webhooks
+
+    found = {
+        f"{module.__name__}.{name}": value
+        for module in (audit, handoffs, leases, webhooks)
+        for name, value in vars(module).items()
+        if isinstance(value, Checker)
+    }
+    found.update({f"mcp {name}": value for name, value in mcp_tools.CHECKERS.items()})
+    return found
+
+
+def test_every_schema_an_edge_checks_with_is_a_valid_draft_2020_12_schema():
+    from jsonschema import Draft202012Validator
+
+    checkers = every_checker()
+    assert len(checkers) >= 8, sorted(checkers)
+    for checker in checkers.values():
+        Draft202012Validator.check_schema(checker.schema)
+
+
+def test_a_server_loads_jsonschema_only_once_a_value_is_refused():
+    """Its import is 80 ms of CPU in each process that starts (api/validation.py)."""
+    code = (
+        "import sys\n"
+        "from titen.api.rest.app import create_app\n"
+        "from titen.api.rest.leases import ACQUIRE\n"
+        "from titen.api.validation import refusal\n"
+        "assert 'jsonschema' not in sys.modules\n"
+        "assert refusal({}, ACQUIRE) == 'Missing field: resource_type.'\n"
+        "assert 'jsonschema' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
