@@ -1,9 +1,9 @@
 """Where an acquire's CPU goes, in-process (no HTTP server): N acquires through the Falcon app on a
-fresh SQLite store, called as waitress calls it (a WSGI environ, no test client), first timed
-(CPU per acquire, no profiler), then under cProfile, with the share of the functions matching
-each pattern.
+fresh store (a temporary SQLite file, or `--database`: an empty PostgreSQL schema, say), called
+as waitress calls it (a WSGI environ, no test client), first timed (CPU per acquire, no
+profiler), then under cProfile, with the share of the functions matching each pattern.
 
-    .venv/bin/python bench/profile_acquire.py [--acquires 2000] [--top 30]
+    .venv/bin/python bench/profile_acquire.py [--acquires 2000] [--top 30] [--database URL]
 
 Used to decide whether a faster JSON encoder is worth a dependency, and to split a served
 acquire's CPU into the command's own and the server's (docs/performance.md).
@@ -37,9 +37,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--acquires", type=int, default=2000)
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--database", help="a store to use, empty (default: a new SQLite file)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        services = bootstrap(f"sqlite:///{folder}/profile.db", pool_size=4)
+        services = bootstrap(args.database or f"sqlite:///{folder}/profile.db", pool_size=4)
         try:
             key = services.keys.create("bench", "agent_bench", "agent")
             app = create_app(services)
