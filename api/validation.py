@@ -12,9 +12,9 @@ with the same rules as `_pattern`, so both paths accept exactly the same values
 (tests/unit/test_validation.py holds them to it).
 
 jsonschema is imported when a value is first refused, not with this module: its import (with
-its specifications and their references) is 80 ms of CPU, paid by every process that starts
-(each server and each `titen` command, over a thousand in `make test`) for words most of them
-never say. The schemas are valid Draft 2020-12 (tests/unit/test_validation.py checks each).
+its specifications and their references) is 80 ms of CPU, paid by every server that starts
+(hundreds in `make test`) for words most of them never say. The schemas are valid Draft
+2020-12 (tests/unit/test_validation.py checks each).
 """
 
 from __future__ import annotations

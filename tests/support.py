@@ -6,6 +6,7 @@ import http.client
 import itertools
 import json as jsonlib
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -155,14 +156,21 @@ already in use"). Above the cluster tests' fixed ports (256xx, tests/cluster).""
 
 
 def _own_ports() -> Iterator[int]:
-    """This test process's share of LISTENING_PORTS, round and round: each pytest-xdist process
-    (gw0, gw1, ...) and the run outside them (the exclusive tests) has its own, so two never
-    pick the same port at once."""
+    """This test process's share of LISTENING_PORTS, round and round from a random start.
+
+    Each pytest-xdist process (gw0, gw1, ...; a replacement for a crashed one takes a share by
+    its number, modulo) has a share of its own, so two never pick the same port at once; a run
+    without xdist (the exclusive tests, after the others) has the whole range. The random start
+    keeps another run on the machine (another checkout's suite, a bench) from following this
+    one port for port.
+    """
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    index = int(worker.removeprefix("gw")) if worker else count
-    size = len(LISTENING_PORTS) // (count + 1)
-    return itertools.cycle(LISTENING_PORTS[index * size : (index + 1) * size])
+    index = int(worker.removeprefix("gw")) % max(count, 1) if worker else 0
+    size = len(LISTENING_PORTS) // max(count, 1)
+    share = LISTENING_PORTS[index * size : (index + 1) * size]
+    start = random.randrange(len(share))
+    return itertools.cycle([*share[start:], *share[:start]])
 
 
 _ports = _own_ports()

@@ -118,7 +118,7 @@ def test_every_schema_an_edge_checks_with_is_a_valid_draft_2020_12_schema():
 
 
 def test_a_server_loads_jsonschema_only_once_a_value_is_refused():
-    """Its import is 80 ms of CPU in each process that starts (api/validation.py)."""
+    """Its import is 80 ms of CPU in each server that starts (api/validation.py)."""
     code = (
         "import sys\n"
         "from titen.api.rest.app import create_app\n"
