@@ -22,8 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from eventsourcing.postgres import PostgresApplicationRecorder
-from psycopg.sql import SQL, Identifier
+from eventsourcing.sqlite import SQLiteApplicationRecorder
 
 from titen.projections.recent_events import RecentEvents
 from titen.storage.outages import log_failure
@@ -42,7 +41,7 @@ class Follower:
         self.recorder = recorder
         self.recent = recent
         self.needed = needed
-        self._listens = isinstance(recorder, PostgresApplicationRecorder)
+        self._listens = not isinstance(recorder, SQLiteApplicationRecorder)  # PostgreSQL NOTIFYs
         self._stop = threading.Event()
         self._nudged = threading.Event()
         self._thread = threading.Thread(target=self._run, name="follower", daemon=True)
@@ -94,6 +93,8 @@ class Follower:
             self._nudged.clear()
 
     def _listen(self) -> None:
+        from psycopg.sql import SQL, Identifier  # loaded by the PostgreSQL store already
+
         with self.recorder.datastore.get_connection() as conn:
             conn.execute(SQL("LISTEN {}").format(Identifier(self.recorder.channel_name)))
             while not self._stop.is_set() and self.wanted():

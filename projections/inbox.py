@@ -18,7 +18,7 @@ from typing import Any
 from titen.domain.clock import iso
 from titen.domain.handoff import FIELDS, PENDING, Handoff, public_id
 from titen.projections.projection import Projection
-from titen.projections.store import PostgresViewStore, ViewStore, Writer
+from titen.projections.store import SQLiteViewStore, ViewStore, Writer
 
 RESOLUTIONS = (Handoff.Accepted, Handoff.Rejected)
 VACUUM_AFTER_DELETIONS = 1000
@@ -53,7 +53,7 @@ class Inbox(Projection):
             "CREATE INDEX IF NOT EXISTS handoff_inbox_subject ON {handoff_inbox}"
             " (organization, to_principal, subject_id, position)",
         ]
-        if isinstance(self.store, PostgresViewStore):
+        if not isinstance(self.store, SQLiteViewStore):  # autovacuum is PostgreSQL's
             statements.append(
                 "ALTER TABLE {handoff_inbox} SET (autovacuum_vacuum_scale_factor = 0,"
                 f" autovacuum_vacuum_threshold = {VACUUM_AFTER_DELETIONS})"

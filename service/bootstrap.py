@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eventsourcing.sqlite import SQLiteFactory
+
 from titen.domain.clock import Clock, SystemClock
 from titen.domain.cursors import Cursors
 from titen.domain.mcp_sessions import SessionIds
@@ -16,7 +18,7 @@ from titen.projections.lease_index import LeaseIndex
 from titen.projections.lease_terms import LeaseTerms
 from titen.projections.projector import Projector
 from titen.projections.recent_events import RecentEvents
-from titen.projections.store import ViewStore, open_store
+from titen.projections.store import SQLiteViewStore, ViewStore
 from titen.service.answers import StoredAnswers
 from titen.service.application import Titen
 from titen.service.auditor import Auditor
@@ -35,7 +37,6 @@ from titen.storage.clock import DatabaseClock
 from titen.storage.database import Database, parse
 from titen.storage.group_commit import Turn
 from titen.storage.inline import InlineRecording
-from titen.storage.postgres import InlinePostgresRecorder
 from titen.storage.topics import register_legacy_topics
 
 
@@ -134,7 +135,9 @@ def bootstrap(
     recorder.inline = projector.write
     recorder.keep = answers.write
     if isinstance(clock, DatabaseClock):
-        assert isinstance(recorder, InlinePostgresRecorder)  # only PostgreSQL's makes one
+        from titen.storage.postgres import InlinePostgresRecorder  # only PostgreSQL's makes one
+
+        assert isinstance(recorder, InlinePostgresRecorder)
         recorder.check_clock = clock.verify
     app.on_read_model_failure.append(projector.write_failed)
     app.commits.turn = turn
@@ -180,6 +183,22 @@ def bootstrap(
 def store_clock(app: Titen) -> Clock:
     """The store's own clock: the database server's on PostgreSQL, shared by every node
     (storage/clock.py); the process's on SQLite, a store on one host."""
-    if isinstance(app.recorder, InlinePostgresRecorder):
-        return DatabaseClock.of(app.recorder.datastore)
-    return SystemClock()
+    if isinstance(app.factory, SQLiteFactory):
+        return SystemClock()
+    from titen.storage.postgres import InlinePostgresRecorder  # loaded with the store already
+
+    assert isinstance(app.recorder, InlinePostgresRecorder)
+    return DatabaseClock.of(app.recorder.datastore)
+
+
+def open_store(app: Titen) -> ViewStore:
+    """The view store on the same database (and connection pool) as the app's event store.
+    PostgreSQL's is imported only here, so a process on SQLite never loads psycopg."""
+    kind: type[ViewStore] = SQLiteViewStore
+    if not isinstance(app.factory, SQLiteFactory):
+        from titen.projections.postgres_store import PostgresViewStore
+
+        kind = PostgresViewStore
+    store = app.factory.tracking_recorder(kind)
+    assert isinstance(store, ViewStore)  # the library makes the class it is given
+    return store

@@ -22,7 +22,7 @@ from typing import Any
 
 from titen.domain import identifiers
 from titen.domain.clock import Clock, iso
-from titen.projections.store import PostgresViewStore, ViewStore
+from titen.projections.store import ViewStore
 from titen.service.roles import OPERATOR, ROLES
 
 KEY_PREFIX = "titen_"
@@ -49,7 +49,7 @@ class Keys:
     def __init__(self, store: ViewStore, clock: Clock):
         self.store = store
         self.clock = clock
-        self.pushes_revocations = isinstance(store, PostgresViewStore)
+        self.pushes_revocations = store.notifies
         self._cache: dict[str, Principal] = {}
         self._generation = 0  # moves whenever the cache is dropped
         self._seen_revision: int | None = None  # SQLite: the revision the cache is valid for

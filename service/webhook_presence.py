@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from titen.projections.store import PostgresViewStore, ViewStore, Writer
+from titen.projections.store import ViewStore, Writer
 from titen.service.consumers import ACTIVE
 from titen.storage.outages import log_failure
 
@@ -32,7 +32,7 @@ KIND = "webhook"
 class WebhookPresence:
     def __init__(self, store: ViewStore):
         self.store = store
-        self.pushes_changes = isinstance(store, PostgresViewStore)
+        self.pushes_changes = store.notifies
         self.on_enabled: list[Callable[[], None]] = []
         """Called when a change leaves an enabled webhook in the store (wakes the follower)."""
         self._known: bool | None = None

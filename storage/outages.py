@@ -7,23 +7,22 @@ database locked past the busy timeout or not openable, but also a missing table 
 the driver's own error, at the end of the `__cause__` chain, decides. Code that talks to
 PostgreSQL through psycopg directly (the follower's LISTEN, key revocations) raises psycopg's
 errors unwrapped. An outage changed nothing, so the API answers 503.
+
+psycopg is looked up, not imported: a process on SQLite never loads it (a tenth of a server's
+start), and none of its errors can exist where it was never loaded.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 
-import psycopg
 from eventsourcing.persistence import ConnectionUnavailableError, InterfaceError, OperationalError
 
-CANDIDATES: tuple[type[Exception], ...] = (
-    OperationalError,
-    InterfaceError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-)
-"""The classes an outage is raised as; `is_outage` tells which of their instances are one."""
+CANDIDATES: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+"""The library's classes an outage is raised as (psycopg's own, raised unwrapped, are
+`psycopg.OperationalError` and `InterfaceError`); `is_outage` tells which instances are one."""
 SQLITE_OUTAGES = (
     "database is locked",
     "database table is locked",
@@ -36,9 +35,10 @@ SQLITE_OUTAGES = (
 def is_outage(exc: BaseException) -> bool:
     if isinstance(exc, OutcomeUnknown | NotCommitted):
         return True  # raised by titen itself, with or without a driver's error behind it
+    psycopg = sys.modules.get("psycopg")
     cause: BaseException | None = exc
     while cause is not None:
-        if isinstance(cause, psycopg.Error):
+        if psycopg is not None and isinstance(cause, psycopg.Error):
             return isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
         if isinstance(cause, sqlite3.Error):
             message = str(cause).lower()

@@ -129,6 +129,8 @@ def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
 def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
     if isinstance(exc, falcon.HTTPError):
         raise exc
+    if is_outage(exc):  # psycopg's own errors, raised unwrapped (storage/outages.py)
+        _outage(req, resp, exc, params)
     log.exception(
         "unhandled error on %s %s",
         req.method,

@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+from tests.support import Http, Server, create_key
 
 SERVER_SIDE = (
     "falcon",
@@ -68,3 +71,27 @@ def test_a_server_loads_the_mcp_sdk_and_the_nats_client_only_when_asked():
         "sys.exit(0)"
     )
     assert loads(statement)["loaded"] == []
+
+
+def test_only_a_server_on_postgresql_loads_the_postgresql_driver(database):
+    """psycopg and the library's PostgreSQL module were a third of the import time of every
+    process on SQLite (storage/outages.py, projections/postgres_store.py). Read from the
+    running server's memory map once it has written and refused: psycopg's compiled part and
+    libpq are shared libraries, mapped when psycopg is imported (as on PostgreSQL)."""
+    alice = create_key(database, "acme", "alice")
+    create_key(database, "acme", "bob")  # a handoff's target is a principal of its organization
+    server = Server(database)
+    try:
+        http = Http(server.url, alice)
+        lease = {"resource_type": "deploy", "resource_id": "a", "purpose": "p", "ttl_seconds": 60}
+        assert http.request("POST", "/v1/leases", lease)[0] == 201
+        status, body = http.request(
+            "POST", "/v1/handoffs", {"to_principal": "bob", "subject_id": "s"}
+        )
+        assert status == 201, body
+        assert http.request("POST", "/v1/leases", {"resource_type": ""})[0] == 400
+        maps = Path(f"/proc/{server.process.pid}/maps").read_text()
+    finally:
+        server.stop()
+    assert ("libpq" in maps) == database.startswith("postgresql:")
+    assert ("psycopg" in maps) == database.startswith("postgresql:")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import pytest
 
@@ -29,6 +30,17 @@ def test_the_pattern_never_allows_what_the_rules_refuse_within_the_bmp(value):
     if any(part in value for part in ("\U000e0041", "\u0301", "\ud800")):
         return  # beyond a portable pattern (NFC, astral Cf, surrogates): checked in code only
     assert not re.fullmatch(PATTERN, value)
+
+
+def test_the_pattern_refuses_exactly_each_bmp_control_format_and_separator_character():
+    """Each BMP character but the surrogates, against the rules as plainly written: after a
+    letter (alone it is refused for whitespace too), and alone (whitespace-only)."""
+    pattern = re.compile(PATTERN)
+    for code in [*range(0xD800), *range(0xE000, 0x10000)]:
+        char = chr(code)
+        forbidden = unicodedata.category(char) in ("Cc", "Cf") or char in "\u2028\u2029"
+        assert (pattern.fullmatch("a" + char) is None) == forbidden, hex(code)
+        assert (pattern.fullmatch(char) is None) == (forbidden or char.isspace()), hex(code)
 
 
 @pytest.mark.parametrize(
