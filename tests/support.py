@@ -216,17 +216,16 @@ def titen(
 
 
 def create_key(database: str, org: str, principal: str, role: str = "agent") -> str:
-    return titen(
-        "keys",
-        "create",
-        "--org",
-        org,
-        "--principal",
-        principal,
-        "--role",
-        role,
-        database=database,
-    ).stdout.strip()
+    """A key made as `titen keys create` makes it (its services, opened and closed again), in
+    this process: the command's own start was a third of a second of CPU, paid by hundreds of
+    tests whose point is not the command (tests/e2e/test_cli.py runs it)."""
+    from titen.service.bootstrap import bootstrap  # the client's tests load no server code
+
+    services = bootstrap(database, pool_size=2)
+    try:
+        return services.keys.create(org, principal, role)
+    finally:
+        services.close()
 
 
 class Server:
