@@ -3,13 +3,15 @@ the read models written in each command's own transaction (storage/inline.py).""
 
 from __future__ import annotations
 
+import sqlite3
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import InterfaceError, StoredEvent
 from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
     SQLiteConnection,
     SQLiteConnectionPool,
@@ -29,6 +31,12 @@ SQLITE_PRAGMAS = (
     # than halved acquires per second (docs/performance.md).
     "PRAGMA synchronous=NORMAL",
 )
+STATEMENT_CACHE = 128
+"""Prepared statements each connection keeps (the sqlite3 module's own default). The library
+opens its connections with `cached_statements=True`, a cache of one statement: each of a
+command's dozen statements was prepared again and the one before it finalized, and both release
+the interpreter lock, so under load the leader of a save waited to take it back twice per
+statement while it held the write turn (docs/performance.md, "Round six")."""
 # The library's SQLite pool keeps 5 connections and closes any more as they come back, so a
 # server with 16 request threads kept opening new ones; pool connections open lazily.
 SQLITE_POOL_SIZE = 32
@@ -86,10 +94,24 @@ class TunedSQLitePool(SQLiteConnectionPool):
         self._pool = _Stack()
 
     def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        for pragma in SQLITE_PRAGMAS:
-            connection._sqlite_conn.execute(pragma)
-        return _TunedConnection(sqlite_conn=connection._sqlite_conn, max_age=self.max_age)
+        """The library's connection (autocommit, WAL, rows by name), with STATEMENT_CACHE."""
+        try:
+            connection = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                cached_statements=STATEMENT_CACHE,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+            if not self.is_sqlite_memory_mode:
+                connection.execute("PRAGMA journal_mode=WAL")
+            for pragma in SQLITE_PRAGMAS:
+                connection.execute(pragma)
+        except (sqlite3.Error, TypeError) as exc:
+            raise InterfaceError(exc) from exc
+        connection.row_factory = sqlite3.Row
+        return _TunedConnection(sqlite_conn=connection, max_age=self.max_age)
 
 
 class TunedSQLiteRecorder(InlineRecording, SQLiteApplicationRecorder):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from eventsourcing.persistence import OperationalError
@@ -58,3 +59,30 @@ def test_the_connection_returned_last_is_taken_first(services):
     again = pool.get_connection()
     pool.put_connection(again)
     assert again is second
+
+
+def test_each_connection_keeps_every_statement_of_a_command_prepared(tmp_path, monkeypatch):
+    """The library opens its connections with `cached_statements=True`, a cache of one
+    statement, so each of a command's statements was prepared again (storage/sqlite.py)."""
+    sizes: list[int] = []
+    connect = sqlite3.connect
+
+    def spy(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        sizes.append(kwargs.get("cached_statements", 128))
+        return connect(*args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", spy)
+    opened = bootstrap(f"sqlite:///{tmp_path}/titen.db", pool_size=4)
+    try:
+        statements = traced(opened)
+        opened.app.acquire_lease(
+            organization="acme",
+            holder="agent_a",
+            resource_type="deploy",
+            resource_id="svc",
+            purpose="p",
+            ttl_seconds=60,
+        )
+    finally:
+        opened.close()
+    assert sizes and min(sizes) >= len(statements) > 5  # an acquire's, its values bound
