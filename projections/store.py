@@ -3,7 +3,7 @@
 One class per backend, each extending the library's tracking recorder for that backend, so a
 projection's rows and its position in the log commit together and each event applies once:
 SQLite's here, PostgreSQL's in projections/postgres_store.py. SQL is written once for both:
-`{table}` names are qualified here and `%s` placeholders adapted.
+`{table}` names are qualified and `%s` placeholders adapted by each backend's class.
 """
 
 from __future__ import annotations

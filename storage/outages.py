@@ -8,8 +8,8 @@ the driver's own error, at the end of the `__cause__` chain, decides. Code that 
 PostgreSQL through psycopg directly (the follower's LISTEN, key revocations) raises psycopg's
 errors unwrapped. An outage changed nothing, so the API answers 503.
 
-psycopg is looked up, not imported: a process on SQLite never loads it (a tenth of a server's
-start), and none of its errors can exist where it was never loaded.
+psycopg is looked up, not imported: a process on SQLite never loads it (a fifth of a server's
+start's CPU), and none of its errors can exist where it was never loaded.
 """
 
 from __future__ import annotations
@@ -30,6 +30,14 @@ SQLITE_OUTAGES = (
     "disk i/o",
     "database or disk is full",  # the transaction rolled back; writes resume with space
 )
+
+
+def is_unwrapped_outage(exc: BaseException) -> bool:
+    """Whether `exc` is psycopg's own outage, raised unwrapped (CANDIDATES are the library's)."""
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(
+        exc, psycopg.OperationalError | psycopg.InterfaceError
+    )
 
 
 def is_outage(exc: BaseException) -> bool:

@@ -12,7 +12,13 @@ from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
-from titen.storage.outages import CANDIDATES, ClockDisagrees, OutcomeUnknown, is_outage
+from titen.storage.outages import (
+    CANDIDATES,
+    ClockDisagrees,
+    OutcomeUnknown,
+    is_outage,
+    is_unwrapped_outage,
+)
 
 log = logging.getLogger("titen.api")
 
@@ -129,8 +135,8 @@ def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
 def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
     if isinstance(exc, falcon.HTTPError):
         raise exc
-    if is_outage(exc):  # psycopg's own errors, raised unwrapped (storage/outages.py)
-        _outage(req, resp, exc, params)
+    if is_unwrapped_outage(exc):  # psycopg's own, which REST does not name (storage/outages.py)
+        return _outage(req, resp, exc, params)
     log.exception(
         "unhandled error on %s %s",
         req.method,

@@ -95,7 +95,8 @@ def test_a_commit_the_standby_never_confirmed_is_never_acknowledged():
 
 def test_a_write_beside_the_event_log_the_standby_never_confirmed_is_never_acknowledged():
     """A webhook subscription is a row of the view store, written without events
-    (projections/store.py `writing`): its commit is held to the same rule as the events'."""
+    (projections/postgres_store.py `writing`): its commit is held to the same rule as the
+    events'."""
     with replicated_pair(25612) as pair:
         url = pair.url()
         _, (key,), _ = principals_and_keys(url, 1)

@@ -16,7 +16,7 @@ from contextlib import ExitStack, contextmanager
 import psycopg
 import pytest
 
-from tests.support import POSTGRES_URL, TITEN, Http, Server, child_pids, create_key
+from tests.support import POSTGRES_URL, TITEN, Http, Server, child_pids, create_key, titen
 
 LEASE = {"purpose": "p", "ttl_seconds": 60, "resource_type": "deploy"}
 DEFAULT_NODE_MOST = 11
@@ -123,7 +123,15 @@ def test_six_default_nodes_and_the_command_line_fit_in_a_stock_postgresql(postgr
         held = held_by({pid for server in six for pid in node_pids(server)})
         assert held <= 6 * DEFAULT_NODE_MOST
         # With every node's pool in use, the command line still gets its connections.
-        create_key(postgres_database, "acme", "agent_bob")
+        titen(
+            "keys",
+            "create",
+            "--org",
+            "acme",
+            "--principal",
+            "agent_bob",
+            database=postgres_database,
+        )
 
 
 @contextmanager

@@ -74,8 +74,8 @@ def test_a_server_loads_the_mcp_sdk_and_the_nats_client_only_when_asked():
 
 
 def test_only_a_server_on_postgresql_loads_the_postgresql_driver(database):
-    """psycopg and the library's PostgreSQL module were a third of the import time of every
-    process on SQLite (storage/outages.py, projections/postgres_store.py). Read from the
+    """psycopg and the library's PostgreSQL module were a fifth of a server's start on SQLite
+    and half of a command's (storage/outages.py, projections/postgres_store.py). Read from the
     running server's memory map once it has written and refused: psycopg's compiled part and
     libpq are shared libraries, mapped when psycopg is imported (as on PostgreSQL)."""
     alice = create_key(database, "acme", "alice")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg
 
-from tests.support import POSTGRES_URL, Http, Server, create_key
+from tests.support import POSTGRES_URL, Http, Server, titen
 
 LEASE = {"purpose": "p", "ttl_seconds": 60, "resource_type": "deploy", "resource_id": "r"}
 
@@ -22,7 +22,9 @@ def test_a_node_and_the_cli_serve_through_the_second_host_of_a_multi_host_url(
     postgres_database,
 ):
     url = multi_host(postgres_database)
-    key = create_key(url, "acme", "agent_alice")
+    key = titen(
+        "keys", "create", "--org", "acme", "--principal", "agent_alice", database=url
+    ).stdout.strip()
     server = Server(url, 4)
     try:
         http = Http(server.url, key)
