@@ -123,15 +123,8 @@ def test_six_default_nodes_and_the_command_line_fit_in_a_stock_postgresql(postgr
         held = held_by({pid for server in six for pid in node_pids(server)})
         assert held <= 6 * DEFAULT_NODE_MOST
         # With every node's pool in use, the command line still gets its connections.
-        titen(
-            "keys",
-            "create",
-            "--org",
-            "acme",
-            "--principal",
-            "agent_bob",
-            database=postgres_database,
-        )
+        bob = ["keys", "create", "--org", "acme", "--principal", "agent_bob"]
+        titen(*bob, database=postgres_database)
 
 
 @contextmanager

@@ -22,9 +22,8 @@ def test_a_node_and_the_cli_serve_through_the_second_host_of_a_multi_host_url(
     postgres_database,
 ):
     url = multi_host(postgres_database)
-    key = titen(
-        "keys", "create", "--org", "acme", "--principal", "agent_alice", database=url
-    ).stdout.strip()
+    alice = ["keys", "create", "--org", "acme", "--principal", "agent_alice"]
+    key = titen(*alice, database=url).stdout.strip()  # the command, through the URL's hosts
     server = Server(url, 4)
     try:
         http = Http(server.url, key)

@@ -18,6 +18,9 @@ from eventsourcing.persistence import OperationalError
 
 from titen.service.bootstrap import Services, bootstrap
 
+ACQUIRE = {"organization": "acme", "holder": "agent_a", "resource_type": "deploy"}
+ACQUIRE |= {"resource_id": "svc", "purpose": "p", "ttl_seconds": 60}
+
 
 @pytest.fixture
 def services(tmp_path: Path) -> Iterator[Services]:
@@ -75,14 +78,7 @@ def test_each_connection_keeps_every_statement_of_a_command_prepared(tmp_path, m
     opened = bootstrap(f"sqlite:///{tmp_path}/titen.db", pool_size=4)
     try:
         statements = traced(opened)
-        opened.app.acquire_lease(
-            organization="acme",
-            holder="agent_a",
-            resource_type="deploy",
-            resource_id="svc",
-            purpose="p",
-            ttl_seconds=60,
-        )
+        opened.app.acquire_lease(**ACQUIRE)
     finally:
         opened.close()
     assert sizes and min(sizes) >= len(statements) > 5  # an acquire's, its values bound
