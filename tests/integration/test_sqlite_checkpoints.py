@@ -1,0 +1,110 @@
+"""SQLite's WAL checkpoints run on a thread of their own, never inside a command's commit, and
+the WAL still starts over under steady writes (storage/sqlite.py, Checkpointer).
+
+The WAL file is never shortened when SQLite starts it over, so its size is the most it has
+held: 8 to 17 frames of 4 KiB per acquire here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.support import eventually
+from titen.service.bootstrap import Services, bootstrap
+from titen.storage import sqlite as titen_sqlite
+
+FRAME = 4096 + 24
+"""A WAL frame: a page and its header."""
+SQLITE_OWN_CHECKPOINT = 1000
+"""Frames at which a connection left to itself checkpoints in its own commit."""
+THREAD = "titen-sqlite-checkpoint"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "titen.db"
+
+
+@pytest.fixture
+def services(store: Path) -> Iterator[Services]:
+    opened = bootstrap(f"sqlite:///{store}", pool_size=4)
+    yield opened
+    opened.close()
+
+
+def acquire(services: Services, n: int) -> None:
+    services.app.acquire_lease(
+        organization="acme",
+        holder="agent_a",
+        resource_type="deploy",
+        resource_id=f"r{n}",
+        purpose="p",
+        ttl_seconds=60,
+    )
+
+
+def wal_frames(store: Path) -> int:
+    return Path(f"{store}-wal").stat().st_size // FRAME
+
+
+def checkpointers() -> int:
+    """Checkpoint threads in this process (a test's own store adds at most one)."""
+    return sum(thread.name == THREAD for thread in threading.enumerate())
+
+
+def test_a_commit_never_checkpoints(services, store, monkeypatch):
+    """With no checkpoint ever due, the WAL keeps every frame: no commit copied it back (one
+    left to itself starts the WAL over at SQLite's 1,000 frames)."""
+    monkeypatch.setattr(titen_sqlite, "CHECKPOINT_ROWS", 10**9)
+    for n in range(300):
+        acquire(services, n)
+    assert wal_frames(store) > 2 * SQLITE_OWN_CHECKPOINT
+
+
+def test_under_steady_writes_the_wal_starts_over(services, store):
+    """Eight threads acquire without a pause; each checkpoint of the thread is finished by the
+    next write, so the WAL starts over instead of growing by every frame written."""
+    before = checkpointers()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: acquire(services, n), range(1500)))
+    assert checkpointers() == before + 1
+    assert wal_frames(store) < 4 * SQLITE_OWN_CHECKPOINT  # written: over 10,000
+
+
+def test_the_thread_starts_when_the_first_checkpoint_is_due_and_stops_with_the_store(store):
+    before = checkpointers()
+    opened = bootstrap(f"sqlite:///{store}", pool_size=4)
+    try:
+        for n in range(10):  # a dozen rows each
+            acquire(opened, n)
+        assert checkpointers() == before  # a process that commits little never has one
+        for n in range(titen_sqlite.CHECKPOINT_ROWS):
+            acquire(opened, 1000 + n)
+        assert checkpointers() == before + 1
+    finally:
+        opened.close()
+    assert checkpointers() == before
+    assert not Path(f"{store}-wal").exists()  # the last connection checkpointed the rest
+
+
+def test_a_failed_checkpoint_is_logged_and_the_next_one_due_tries_again(services, store, caplog):
+    """A read-only connection cannot checkpoint ("disk I/O error"): each failure is a warning,
+    and the thread lives on to try the next."""
+    acquire(services, 0)  # the store exists, in WAL mode
+    checkpointer = titen_sqlite.Checkpointer(f"file:{store}?mode=ro", timeout=1)
+    try:
+        with caplog.at_level(logging.WARNING, "titen.app"):
+            for attempt in (1, 2):
+                checkpointer.committed(titen_sqlite.CHECKPOINT_ROWS)
+                eventually(
+                    lambda n=attempt: caplog.text.count("a WAL checkpoint failed") == n,
+                    f"failure {attempt} is logged",
+                )
+    finally:
+        checkpointer.close()
