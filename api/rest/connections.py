@@ -174,6 +174,8 @@ class Channel(HTTPChannel):
     drained = 0
     on_gone: Callable[[], None] | None = None
     """Set while a request waits watching its connection (`watch`): called when it closes."""
+    writing = False
+    """Whether a request's thread is writing its answer (`write_soon`), sending it itself."""
 
     def __init__(self, server: Server, sock: socket.socket, addr: Any, adj: Any, map: Any = None):
         super().__init__(server, sock, addr, adj, map)
@@ -222,7 +224,35 @@ class Channel(HTTPChannel):
         return super().readable()
 
     def writable(self) -> bool:
-        return not self.draining_until and super().writable()
+        return not (self.draining_until or self._sending_itself()) and super().writable()
+
+    def _sending_itself(self) -> bool:
+        """Whether a request's thread is sending its answer itself: not once it waits for the
+        loop, to send a buffer over its high watermark or to close the connection."""
+        return self.writing and not (
+            self.will_close
+            or self.close_when_flushed
+            or self.total_outbufs_len > self.adj.outbuf_high_watermark
+        )
+
+    def write_soon(self, data: bytes) -> int:
+        """Waitress's, with the loop told to keep off while the request's thread writes.
+
+        The thread appends to the output buffer and sends it at once, both holding the
+        buffer's lock. Meanwhile waitress's loop saw a buffer with output and a writable
+        socket, so `poll` returned at once, and `handle_write` could not take the lock: the
+        loop spun, scanning every connection each pass and taking the interpreter lock from
+        the very thread it waited for (27 passes per acquire at 16 connections,
+        docs/performance.md "Round seven"). Whatever the thread could not send is the
+        loop's once it is done, so it wakes the loop then.
+        """
+        self.writing = True
+        try:
+            return super().write_soon(data)
+        finally:
+            self.writing = False
+            if super().writable():
+                self.server.pull_trigger()
 
     def handle_read(self) -> None:
         if not self.draining_until:

@@ -1,0 +1,104 @@
+"""The server's loop keeps off a connection while the request's own thread writes its answer,
+and still sends what that thread could not (api/rest/connections.py, `Channel.write_soon`).
+
+Waitress's loop used to spin while a request's thread held the output buffer's lock: the
+buffer had output and the socket was writable, so `poll` returned at once, every pass, until
+the thread let go (27 passes per acquire at 16 connections, docs/performance.md "Round seven").
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from waitress import wasyncore
+
+from titen.api.rest.connections import Channel, Server, listen
+from titen.api.rest.settings import ServerSettings
+
+SEND_SECONDS = 0.05
+"""How long each send of an answer takes in the first test: the lock is held that long."""
+BIG = 8 * 1024 * 1024
+"""An answer larger than the loopback socket's buffers and the (lowered) high watermark."""
+
+
+def serve(app: Callable[..., list[bytes]]) -> Iterator[Server]:
+    server = Server(app, ServerSettings(), 2, listen("127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.close()
+        thread.join(timeout=5)
+
+
+def get(server: Server, *, wait_before_reading: float = 0.0) -> bytes:
+    """The whole answer (head and body) to one GET on a connection the server closes."""
+    port = server.socket.getsockname()[1]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        time.sleep(wait_before_reading)
+        chunks = []
+        while chunk := client.recv(1 << 16):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.fixture
+def passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of passes the loop makes, counted as they happen."""
+    counted = [0]
+    poll = wasyncore.poll2
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        counted[0] += 1
+        poll(*args, **kwargs)
+
+    monkeypatch.setattr(wasyncore, "poll2", counting)
+    return counted
+
+
+def test_the_loop_waits_while_a_request_sends_its_answer(monkeypatch, passes):
+    """Each send takes SEND_SECONDS with the buffer's lock held, and something else wakes the
+    loop meanwhile: a loop that spins makes hundreds of passes; one that keeps off, a few per
+    request."""
+    send = Channel.send
+
+    def slow_send(self: Channel, data: bytes, do_close: bool = True) -> int:
+        self.server.pull_trigger()  # as other connections do: the loop looks at this one again
+        time.sleep(SEND_SECONDS)
+        return send(self, data, do_close=do_close)
+
+    monkeypatch.setattr(Channel, "send", slow_send)
+
+    def app(environ: dict, start_response: Callable[..., object]) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"answer"]
+
+    for server in serve(app):
+        before = passes[0]
+        for _ in range(3):
+            assert get(server).endswith(b"answer")
+        assert passes[0] - before < 100  # measured: 17 (a spinning loop: about 69,000)
+
+
+def test_an_answer_over_the_high_watermark_reaches_a_slow_reader():
+    """The request's thread waits for the loop to send a buffer over its high watermark: the
+    loop must take over although the thread is still inside its write."""
+    body = b"x" * BIG
+
+    def app(environ: dict, start_response: Callable[..., object]) -> list[bytes]:
+        start_response(
+            "200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(BIG))]
+        )
+        return [body[n : n + 65536] for n in range(0, BIG, 65536)]
+
+    for server in serve(app):
+        server.adj.outbuf_high_watermark = 65536
+        answer = get(server, wait_before_reading=0.3)
+        assert answer.partition(b"\r\n\r\n")[2] == body
