@@ -251,7 +251,7 @@ class Channel(HTTPChannel):
             return super().write_soon(data)
         finally:
             self.writing = False
-            if super().writable():
+            if self.connected and super().writable():  # as waitress wakes it (`service`)
                 self.server.pull_trigger()
 
     def handle_read(self) -> None:
