@@ -224,12 +224,14 @@ class Channel(HTTPChannel):
         return super().readable()
 
     def writable(self) -> bool:
-        return not (self.draining_until or self._sending_itself()) and super().writable()
+        if self.draining_until or (self.writing and not self._waited_for()):
+            return False  # a request's thread is sending its answer itself (`write_soon`)
+        return super().writable()
 
-    def _sending_itself(self) -> bool:
-        """Whether a request's thread is sending its answer itself: not once it waits for the
-        loop, to send a buffer over its high watermark or to close the connection."""
-        return self.writing and not (
+    def _waited_for(self) -> bool:
+        """Whether the request's thread, inside its write, waits for the loop: to send a
+        buffer over its high watermark, or to close the connection."""
+        return bool(
             self.will_close
             or self.close_when_flushed
             or self.total_outbufs_len > self.adj.outbuf_high_watermark
