@@ -37,7 +37,8 @@ from titen.service.bootstrap import bootstrap
 def measure(database: str, events: int, rate: float, streams: int, two_processes: bool) -> dict:
     services = bootstrap(database, pool_size=2)
     writer_key = services.keys.create("acme", "writer", "agent")
-    reader_key = services.keys.create("acme", "reader", "agent")
+    # A key per stream: a principal holds at most 8 (--max-subscribers-per-principal).
+    reader_keys = [services.keys.create("acme", f"reader{n}", "agent") for n in range(streams)]
     services.close()
     reading = Server(database)
     writing = Server(database) if two_processes else reading
@@ -45,7 +46,7 @@ def measure(database: str, events: int, rate: float, streams: int, two_processes
         received: list[dict[str, float]] = [{} for _ in range(streams)]
         readers = [
             EventStreamReader(reading.url, reader_key, query="?after=latest")
-            for _ in range(streams)
+            for reader_key in reader_keys
         ]
 
         def collect(n: int) -> None:
