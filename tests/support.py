@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -226,6 +227,19 @@ def create_key(database: str, org: str, principal: str, role: str = "agent") -> 
         return services.keys.create(org, principal, role)
     finally:
         services.close()
+
+
+def acquire(services: Any, n: int, organization: str = "acme") -> None:
+    """An in-process acquire of resource `r{n}` by agent_a of `organization`, for tests whose
+    point is the commit it makes, not the lease (`services`: titen.service.bootstrap's)."""
+    services.app.acquire_lease(
+        organization=organization,
+        holder="agent_a",
+        resource_type="deploy",
+        resource_id=f"r{n}",
+        purpose="p",
+        ttl_seconds=60,
+    )
 
 
 class Server:

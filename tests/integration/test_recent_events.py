@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
+from tests.support import acquire
 from titen.projections.recent_events import RecentEvents
 from titen.service.bootstrap import Services
-
-
-def acquire(services: Services, organization: str, n: int) -> None:
-    services.app.acquire_lease(
-        organization=organization,
-        holder="agent_a",
-        resource_type="deploy",
-        resource_id=f"r{n}",
-        purpose="p",
-        ttl_seconds=60,
-    )
 
 
 def hide_the_table(services: Services) -> None:
@@ -23,14 +13,14 @@ def hide_the_table(services: Services) -> None:
 
 
 def test_subscribers_read_new_rows_from_memory_filtered_by_organization(services):
-    acquire(services, "acme", 0)
+    acquire(services, 0, "acme")
     recent = RecentEvents(services.event_log)
     recent.subscribe("acme")
     recent.refresh()  # holds from the log's end on
     held_from = services.event_log.last_position()
     version = recent.version("acme")
     for n in range(1, 6):
-        acquire(services, "acme" if n % 2 else "umbra", n)
+        acquire(services, n, "acme" if n % 2 else "umbra")
     recent.refresh()  # one read for all organizations
     assert recent.version("acme") != version
     expected = {org: services.event_log.read(org, held_from, (), 100) for org in ("acme", "umbra")}
@@ -45,12 +35,12 @@ def test_subscribers_read_new_rows_from_memory_filtered_by_organization(services
 
 def test_a_cursor_older_than_memory_reads_the_table(services):
     for n in range(4):
-        acquire(services, "acme", n)
+        acquire(services, n, "acme")
     recent = RecentEvents(services.event_log, capacity=2)
     recent.subscribe("acme")
     recent.refresh()
     for n in range(4, 8):
-        acquire(services, "acme", n)
+        acquire(services, n, "acme")
     recent.refresh()
     assert recent.read("acme", 0, (), 100) == services.event_log.read("acme", 0, (), 100)
     assert len(recent.read("acme", 0, (), 100)) == 8
@@ -75,7 +65,7 @@ def test_a_read_wakes_only_the_subscribers_of_organizations_it_brought_rows_of(s
     recent.subscribe("umbra")
     recent.refresh()
     acme, umbra = recent.version("acme"), recent.version("umbra")
-    acquire(services, "acme", 1)
+    acquire(services, 1, "acme")
     recent.refresh()
     assert recent.version("acme") != acme
     assert recent.version("umbra") == umbra

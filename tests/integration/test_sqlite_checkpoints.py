@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import eventually
+from tests.support import acquire, eventually
 from titen.service.bootstrap import Services, bootstrap
 from titen.storage import sqlite as titen_sqlite
 
@@ -36,17 +36,6 @@ def services(store: Path) -> Iterator[Services]:
     opened = bootstrap(f"sqlite:///{store}", pool_size=4)
     yield opened
     opened.close()
-
-
-def acquire(services: Services, n: int) -> None:
-    services.app.acquire_lease(
-        organization="acme",
-        holder="agent_a",
-        resource_type="deploy",
-        resource_id=f"r{n}",
-        purpose="p",
-        ttl_seconds=60,
-    )
 
 
 def wal_frames(store: Path) -> int:

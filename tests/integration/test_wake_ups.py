@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.support import eventually
+from tests.support import acquire, eventually
 from titen.api.rest.server import ring_while
 from titen.projections.follower import SAFETY_POLL_SECONDS, Follower
 from titen.service.bootstrap import Services, bootstrap
@@ -27,17 +27,6 @@ def switches(native_id: int) -> int:
     status = Path(f"/proc/self/task/{native_id}/status").read_text()
     [line] = [x for x in status.splitlines() if x.startswith("voluntary_ctxt_switches:")]
     return int(line.split()[1])
-
-
-def acquire(services: Services, n: int) -> None:
-    services.app.acquire_lease(
-        organization="acme",
-        holder="agent_a",
-        resource_type="deploy",
-        resource_id=f"r{n}",
-        purpose="p",
-        ttl_seconds=60,
-    )
 
 
 def wakes_during_commits(
