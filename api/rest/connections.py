@@ -230,12 +230,9 @@ class Channel(HTTPChannel):
 
     def _waited_for(self) -> bool:
         """Whether the request's thread, inside its write, waits for the loop: to send a
-        buffer over its high watermark, or to close the connection."""
-        return bool(
-            self.will_close
-            or self.close_when_flushed
-            or self.total_outbufs_len > self.adj.outbuf_high_watermark
-        )
+        buffer at or over its high watermark (waitress wakes the thread only below it), or to
+        close the connection after a failed send or a cancel (`will_close`)."""
+        return bool(self.will_close or self.total_outbufs_len >= self.adj.outbuf_high_watermark)
 
     def write_soon(self, data: bytes) -> int:
         """Waitress's, with the loop told to keep off while the request's thread writes.

@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -26,6 +27,12 @@ BIG = 8 * 1024 * 1024
 """An answer larger than the loopback socket's buffers and the (lowered) high watermark."""
 
 
+def answer(environ: dict, start_response: Callable[..., object]) -> list[bytes]:
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"answer"]
+
+
+@contextmanager
 def serve(app: Callable[..., list[bytes]]) -> Iterator[Server]:
     server = Server(app, ServerSettings(), 2, listen("127.0.0.1", 0))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -75,12 +82,7 @@ def test_the_loop_waits_while_a_request_sends_its_answer(monkeypatch, passes):
         return send(self, data, do_close=do_close)
 
     monkeypatch.setattr(Channel, "send", slow_send)
-
-    def app(environ: dict, start_response: Callable[..., object]) -> list[bytes]:
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [b"answer"]
-
-    for server in serve(app):
+    with serve(answer) as server:
         before = passes[0]
         for _ in range(3):
             assert get(server).endswith(b"answer")
@@ -98,7 +100,30 @@ def test_an_answer_over_the_high_watermark_reaches_a_slow_reader():
         )
         return [body[n : n + 65536] for n in range(0, BIG, 65536)]
 
-    for server in serve(app):
+    with serve(app) as server:
         server.adj.outbuf_high_watermark = 65536
         answer = get(server, wait_before_reading=0.3)
         assert answer.partition(b"\r\n\r\n")[2] == body
+
+
+def test_the_loop_keeps_off_a_writing_connection_until_the_thread_waits_for_it():
+    """The rule at its edges, on a connection no loop serves: the thread waits for the loop
+    once its buffer reaches the high watermark (waitress wakes it only below), or to close."""
+    server = Server(answer, ServerSettings(), 2, listen("127.0.0.1", 0))
+    ours, theirs = socket.socketpair()
+    try:
+        channel = Channel(server, ours, ("127.0.0.1", 0), server.adj, map={})
+        channel.writing = True
+        channel.total_outbufs_len = server.adj.outbuf_high_watermark - 1
+        assert not channel.writable()
+        channel.total_outbufs_len += 1
+        assert channel.writable()
+        channel.total_outbufs_len = 1
+        channel.will_close = True
+        assert channel.writable()
+        channel.will_close = channel.writing = False
+        assert channel.writable()  # the thread is done: what it left is the loop's
+    finally:
+        theirs.close()
+        ours.close()
+        server.close()
