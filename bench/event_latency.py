@@ -37,7 +37,7 @@ from titen.service.bootstrap import bootstrap
 def measure(database: str, events: int, rate: float, streams: int, two_processes: bool) -> dict:
     services = bootstrap(database, pool_size=2)
     writer_key = services.keys.create("acme", "writer", "agent")
-    # A key per stream: a principal holds at most 8 (--max-subscribers-per-principal).
+    # A key per stream: a principal holds only so many (--max-subscribers-per-principal).
     reader_keys = [services.keys.create("acme", f"reader{n}", "agent") for n in range(streams)]
     services.close()
     reading = Server(database)

@@ -59,15 +59,16 @@ class Checkpointer:
     copying pages, spent while the save that made the commit held the write turn, so every other
     command of every worker waited for it (docs/performance.md, "Round seven"). Here no
     connection checkpoints by itself (`wal_autocheckpoint=0`). Every CHECKPOINT_ROWS rows that
-    this process commits, its thread runs a PASSIVE checkpoint, which neither waits for writers nor
-    makes them wait: the bulk of the copying. Writers go on appending meanwhile, and SQLite
-    starts the WAL over from its beginning only for a writer that begins when every frame has
-    been copied, so under steady writes it would never start over and the file would grow
-    without end. The next write transaction therefore copies the few frames appended since
-    (`finish`; a save holds the write turn then) just before it begins: it begins on a fully copied
-    WAL and writes from the WAL's start. The thread starts with the first checkpoint due, so a
-    process that commits little never has one; the last connection to close checkpoints what
-    is left (SQLite's own rule).
+    the store's pool commits (a server process opens one), its thread runs a PASSIVE checkpoint,
+    which neither waits for writers nor makes them wait: the bulk of the copying. Writers go on
+    appending meanwhile, and SQLite starts the WAL over from its beginning only for a writer
+    that begins when every frame has been copied, so under steady writes it would never start
+    over and the file would grow without end. The next write transaction therefore copies the
+    few frames appended since (`finish`; a save holds the write turn then, so this small copy
+    and its syncs are the part of a checkpoint a command still waits for) just before it
+    begins: it begins on a fully copied WAL and writes from the WAL's start. The thread starts
+    with the first checkpoint due, so a process that commits little never has one; the last
+    connection to close checkpoints what is left (SQLite's own rule).
     """
 
     def __init__(self, db_name: str, timeout: float):
@@ -77,7 +78,7 @@ class Checkpointer:
         self._rows = 0
         self._due = threading.Event()
         self._restart_below: int | None = None
-        """The WAL's frames at the thread's last checkpoint, until the WAL has started over."""
+        """The WAL's frames at the last checkpoint, until a write has seen the WAL start over."""
         self._closing = False
         self._thread: threading.Thread | None = None
 
@@ -97,10 +98,13 @@ class Checkpointer:
         self._due.set()
 
     def finish(self, cursor: sqlite3.Cursor) -> None:
-        """Before a write transaction begins (on `cursor`'s connection), from the thread's
-        checkpoint until the WAL has started over: copy what was appended since, so that this
-        transaction can start the WAL over. It cannot while a reader of another connection is
-        reading from the WAL at that moment; the next transaction then tries again."""
+        """Before a write transaction begins (on `cursor`'s connection), after the thread's
+        checkpoint: copy what was appended since, so that this transaction starts the WAL over.
+
+        It cannot while a reader of another connection is reading from the WAL at that moment
+        (another worker's, say), so each transaction tries until one has: until a try finds
+        fewer frames in the WAL than the last (the thread's, or the previous try's). Each try
+        copies only the frames appended since the one before."""
         restart_below = self._restart_below
         if restart_below is None:
             return
@@ -108,10 +112,12 @@ class Checkpointer:
             frames = _checkpoint(cursor)
         except sqlite3.Error:
             _failed()
-            self._restart_below = None  # not once per command: the next checkpoint tries again
+            frames = -1  # give up, not fail once per command: the next checkpoint tries again
+        if frames is None:
             return
-        if frames is not None and frames < restart_below:
-            self._restart_below = None
+        with self._lock:  # unless the thread has checkpointed again meanwhile
+            if self._restart_below == restart_below:
+                self._restart_below = None if frames < restart_below else frames
 
     def close(self) -> None:
         """Stop the thread after the checkpoint it may be running."""
@@ -129,11 +135,12 @@ class Checkpointer:
                 try:
                     connection = connection or _connect(self._db_name, self._timeout)
                     frames = _checkpoint(connection)
-                except sqlite3.Error:
+                except Exception:  # any: a thread that ended would leave the WAL to grow
                     _failed()
                     continue
                 if frames is not None:
-                    self._restart_below = frames
+                    with self._lock:
+                        self._restart_below = frames
         finally:
             if connection is not None:
                 connection.close()

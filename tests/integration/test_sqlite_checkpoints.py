@@ -42,9 +42,9 @@ def wal_frames(store: Path) -> int:
     return Path(f"{store}-wal").stat().st_size // FRAME
 
 
-def checkpointers() -> int:
-    """Checkpoint threads in this process (a test's own store adds at most one)."""
-    return sum(thread.name == THREAD for thread in threading.enumerate())
+def checkpoint_thread(services: Services) -> threading.Thread | None:
+    """The store's checkpoint thread, if it has one, alive or not."""
+    return services.app.recorder.datastore.pool.checkpointer._thread
 
 
 def test_a_commit_never_checkpoints(services, store, monkeypatch):
@@ -59,26 +59,26 @@ def test_a_commit_never_checkpoints(services, store, monkeypatch):
 def test_under_steady_writes_the_wal_starts_over(services, store):
     """Eight threads acquire without a pause; each checkpoint of the thread is finished by the
     next write, so the WAL starts over instead of growing by every frame written."""
-    before = checkpointers()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda n: acquire(services, n), range(1500)))
-    assert checkpointers() == before + 1
-    assert wal_frames(store) < 4 * SQLITE_OWN_CHECKPOINT  # written: over 10,000
+    thread = checkpoint_thread(services)
+    assert thread is not None and thread.name == THREAD and thread.is_alive()
+    assert wal_frames(store) < 5 * SQLITE_OWN_CHECKPOINT  # seen: 936-2,056 (no finish: 11,800)
 
 
 def test_the_thread_starts_when_the_first_checkpoint_is_due_and_stops_with_the_store(store):
-    before = checkpointers()
     opened = bootstrap(f"sqlite:///{store}", pool_size=4)
     try:
         for n in range(10):  # a dozen rows each
             acquire(opened, n)
-        assert checkpointers() == before  # a process that commits little never has one
+        assert checkpoint_thread(opened) is None  # a process that commits little never has one
         for n in range(titen_sqlite.CHECKPOINT_ROWS):
             acquire(opened, 1000 + n)
-        assert checkpointers() == before + 1
+        thread = checkpoint_thread(opened)
+        assert thread is not None and thread.is_alive()
     finally:
         opened.close()
-    assert checkpointers() == before
+    assert not thread.is_alive()
     assert not Path(f"{store}-wal").exists()  # the last connection checkpointed the rest
 
 
