@@ -18,6 +18,7 @@ from titen.storage.settle import TRANSACTION_ID, answer_lost, settle_transaction
 class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     skip_locked = " FOR UPDATE SKIP LOCKED"
     notifies = True
+    merges_inserts = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -76,11 +76,12 @@ class Projector:
 
     def write(self, cursor: Any, recorded: Recorded) -> None:
         """Apply newly recorded events inside the transaction that records them."""
-        writer = Writer(self.store, cursor)
+        writer = Writer(self.store, cursor, merging=self.store.merges_inserts)
         writer.move(self._names, recorded[-1][0])  # first: it queues behind a rebuild's swap
         for position, event in recorded:
             for projection in self.projections.values():
                 _apply(projection, writer, event, position)
+        writer.flush()
 
     def write_failed(self, failed: BaseException) -> None:
         """A command's inline write failed: record the read model that failed, if one did."""

@@ -1,0 +1,76 @@
+"""A merging Writer (projections/store.py) holds one-row INSERTs and sends each table's as
+multi-row INSERTs, before any other statement and at `flush`, keeping each table's rows in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from titen.projections.store import MERGED_ROWS, Writer
+
+
+class Store:
+    """What a Writer asks of its store: the statement for a template."""
+
+    def sql(self, template: str) -> str:
+        return template
+
+
+class Cursor:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, list[Any]]] = []
+
+    def execute(self, statement: str, params: Any) -> None:
+        self.sent.append((statement, list(params)))
+
+
+def merging() -> tuple[Writer, Cursor]:
+    cursor = Cursor()
+    return Writer(Store(), cursor, merging=True), cursor  # type: ignore[arg-type]
+
+
+def test_each_tables_rows_go_as_one_insert_in_order_at_flush():
+    writer, cursor = merging()
+    writer.execute("INSERT INTO {a} VALUES (%s, %s)", [1, "x"])
+    writer.execute("INSERT INTO {b} VALUES (%s)", [2])
+    writer.execute("INSERT INTO {a} VALUES (%s, %s)", [3, "y"])
+    assert cursor.sent == []
+    writer.flush()
+    assert cursor.sent == [
+        ("INSERT INTO {a} VALUES (%s, %s), (%s, %s)", [1, "x", 3, "y"]),
+        ("INSERT INTO {b} VALUES (%s)", [2]),
+    ]
+    writer.flush()
+    assert len(cursor.sent) == 2  # nothing held twice
+
+
+def test_any_other_statement_first_sends_what_is_held():
+    writer, cursor = merging()
+    writer.execute("INSERT INTO {a} VALUES (%s)", [1])
+    writer.execute("DELETE FROM {a} WHERE x = %s", [1])
+    writer.execute("INSERT INTO {a} VALUES (%s) ON CONFLICT DO NOTHING", [2])
+    writer.execute("INSERT INTO {a} VALUES (%s)", [3])
+    writer.flush()
+    assert cursor.sent == [
+        ("INSERT INTO {a} VALUES (%s)", [1]),
+        ("DELETE FROM {a} WHERE x = %s", [1]),
+        ("INSERT INTO {a} VALUES (%s) ON CONFLICT DO NOTHING", [2]),
+        ("INSERT INTO {a} VALUES (%s)", [3]),
+    ]
+
+
+def test_many_rows_go_in_statements_of_at_most_merged_rows():
+    writer, cursor = merging()
+    count = 2 * MERGED_ROWS + 3
+    for n in range(count):
+        writer.execute("INSERT INTO {a} VALUES (%s)", [n])
+    writer.flush()
+    assert [len(params) for _, params in cursor.sent] == [MERGED_ROWS, MERGED_ROWS, 3]
+    assert [value for _, params in cursor.sent for value in params] == list(range(count))
+    assert all(statement.count("(%s)") == len(params) for statement, params in cursor.sent)
+
+
+def test_a_writer_that_does_not_merge_sends_each_statement_at_once():
+    cursor = Cursor()
+    writer = Writer(Store(), cursor)  # type: ignore[arg-type]
+    writer.execute("INSERT INTO {a} VALUES (%s)", [1])
+    assert cursor.sent == [("INSERT INTO {a} VALUES (%s)", [1])]
