@@ -36,7 +36,7 @@ from titen.projections.projection import Projection
 from titen.projections.rebuild import Difference, Progress, unwatched
 from titen.projections.rebuild import rebuild as rebuild_from_log
 from titen.projections.rebuild import verify as verify_against_log
-from titen.projections.store import ViewStore, Writer
+from titen.projections.store import HeldRowsFailed, ViewStore, Writer
 from titen.storage.inline import Recorded
 
 BATCH = 500
@@ -80,8 +80,12 @@ class Projector:
         writer.move(self._names, recorded[-1][0])  # first: it queues behind a rebuild's swap
         for position, event in recorded:
             for projection in self.projections.values():
+                writer.source = (projection.name, position, event)
                 _apply(projection, writer, event, position)
-        writer.flush()
+        try:
+            writer.flush()
+        except HeldRowsFailed as failed:
+            raise _blamed(failed) from failed.__cause__
 
     def write_failed(self, failed: BaseException) -> None:
         """A command's inline write failed: record the read model that failed, if one did."""
@@ -154,5 +158,15 @@ def _apply(projection: Projection, writer: Writer, event: Any, position: int) ->
     """Apply one event, naming the read model, the position and the event if it fails."""
     try:
         projection.apply(writer, event, position)
+    except HeldRowsFailed as failed:  # rows held earlier, sent by this one's statement
+        raise _blamed(failed) from failed.__cause__
     except Exception as exc:
         raise ProjectionFailed(projection.name, position, event, exc) from exc
+
+
+def _blamed(failed: HeldRowsFailed) -> ProjectionFailed:
+    """The failure of held rows, named for the read model, position and event that wrote the
+    first of them (`Writer.source`, as `Projector.write` sets it)."""
+    name, position, event = failed.source
+    assert failed.__cause__ is not None
+    return ProjectionFailed(name, position, event, failed.__cause__)

@@ -30,9 +30,20 @@ PLAIN_INSERT = re.compile(r"INSERT INTO \{\w+\} VALUES \(%s(?:, %s)*\)")
 """A statement that `Writer` may merge with others of its kind: one row into one table, with
 no conflict clause and nothing returned."""
 MERGED_ROWS = 16
-"""The most rows one merged INSERT carries (more go in several): each table then has at most
-this many statements for psycopg to prepare (it keeps 100 per connection), one per row count,
-and a batch of group commit's usual size (4-8 commands at 16 connections) needs one."""
+"""The most rows one merged INSERT carries (more go in several): a batch of group commit's
+usual size (4-8 commands at 16 connections) needs one per table, and each table has at most
+this many statement texts, one per row count. psycopg prepares the 100 most recently used
+texts of a connection; the rarer sizes are sent unprepared."""
+
+
+class HeldRowsFailed(Exception):
+    """A merging writer's INSERT of held rows failed (its cause): `source` is what
+    `Writer.source` was when the first of them was held, so the failure can be blamed on the
+    read model and event that wrote them rather than on whichever statement sent them."""
+
+    def __init__(self, source: Any):
+        super().__init__(f"held rows of {source} failed")
+        self.source = source
 
 
 class Writer:
@@ -45,7 +56,9 @@ class Writer:
     table as one statement of many rows: before any other statement, so every statement still
     sees the rows written before it, and at `flush`, which its owner calls before the
     transaction ends. The rows of one table keep their order; only INSERTs into different
-    tables, which no other table's rows depend on, may change places.
+    tables, which no other table's rows depend on, may change places. Each held row keeps the
+    writer's `source` at the time it was held, and a failed send of held rows is raised as
+    HeldRowsFailed with the source of its first row.
     """
 
     def __init__(
@@ -59,16 +72,17 @@ class Writer:
         self._store = store
         self._cursor = cursor
         self._tables = dict(tables or {})
-        self._held: dict[str, list[Sequence[Any]]] | None = {} if merging else None
+        self._held: dict[str, list[tuple[Sequence[Any], Any]]] | None = {} if merging else None
+        self.source: Any = None
+        """Who writes the rows held from now on (the projector sets its read model, position
+        and event before each apply)."""
 
     def execute(self, template: str, params: Sequence[Any] = ()) -> None:
-        for live, other in self._tables.items():
-            template = template.replace("{" + live + "}", "{" + other + "}")
+        template = self._renamed(template)
         if self._held is not None and PLAIN_INSERT.fullmatch(template):
-            self._held.setdefault(template, []).append(params)
+            self._held.setdefault(template, []).append((params, self.source))
             return
-        self.flush()
-        self._cursor.execute(self._store.sql(template), params)
+        self._send(template, params)
 
     def flush(self) -> None:
         """Send the INSERTs a merging writer holds: each table's rows in statements of up to
@@ -78,16 +92,30 @@ class Writer:
         held, self._held = self._held, {}
         for template, rows in held.items():
             into, row = template.split(" VALUES ")
-            while rows:
-                chunk, rows = rows[:MERGED_ROWS], rows[MERGED_ROWS:]
+            for start in range(0, len(rows), MERGED_ROWS):
+                chunk = rows[start : start + MERGED_ROWS]
                 statement = f"{into} VALUES {', '.join([row] * len(chunk))}"
-                self._cursor.execute(
-                    self._store.sql(statement), [value for params in chunk for value in params]
-                )
+                try:
+                    self._cursor.execute(
+                        self._store.sql(statement),
+                        [value for params, _ in chunk for value in params],
+                    )
+                except Exception as failed:
+                    raise HeldRowsFailed(chunk[0][1]) from failed
 
     def fetchall(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
-        self.execute(template, params)
+        self._send(self._renamed(template), params)  # never held: its rows are read at once
         return [dict(row) for row in self._cursor.fetchall()]
+
+    def _renamed(self, template: str) -> str:
+        for live, other in self._tables.items():
+            template = template.replace("{" + live + "}", "{" + other + "}")
+        return template
+
+    def _send(self, template: str, params: Sequence[Any]) -> None:
+        """Execute at once, after what is held, so it sees every row written before it."""
+        self.flush()
+        self._cursor.execute(self._store.sql(template), params)
 
     def log(self, recorder: Any, after: int, until: int) -> list[tuple[int, StoredEvent]]:
         """The stored events after one log position up to another, read in this transaction."""
@@ -107,6 +135,7 @@ class Writer:
 
     def redirected(self, tables: Mapping[str, str]) -> Writer:
         """The same transaction, with the named tables replaced by others."""
+        self.flush()
         return Writer(self._store, self._cursor, tables)
 
     def claim(self, name: str) -> int:
@@ -186,6 +215,7 @@ class Writer:
 
     def track(self, tracking: Tracking) -> None:
         """Record a projection's new position; raises IntegrityError if it does not advance."""
+        self.flush()
         self._store._insert_tracking(self._cursor, tracking)
 
     def forget(self, name: str) -> None:
@@ -210,8 +240,9 @@ class ViewStore(TrackingRecorder, ABC):
     merges_inserts: bool = False
     """Whether a command's inline write merges its read models' one-row INSERTs (`Writer`):
     on PostgreSQL each statement costs the client's Python about 20 us, under the events
-    table's lock, and a refused row is reported at the pipeline's end anyway. SQLite's
-    statements run in C, and a refused row is reported by its own statement."""
+    table's lock, and the server's refusal of a row is reported at the pipeline's end anyway,
+    whichever statement carried it. SQLite's statements run in C, and each reports its own
+    refusal."""
 
     datastore: Any
     """The database the library's recorder opened: each backend's base sets its own kind."""

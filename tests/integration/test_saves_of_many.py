@@ -73,9 +73,7 @@ def test_a_save_of_many_leases_logs_them_in_order_with_every_read_model_row(data
         assert positions == list(range(positions[0], positions[0] + 2 * count))
         logged = services.app.recorder.select_notifications(start=positions[0], limit=2 * count)
         expected = [
-            (event.originator_id, event.originator_version)
-            for r in recordings
-            for event in [r.domain_event]
+            (r.domain_event.originator_id, r.domain_event.originator_version) for r in recordings
         ]
         assert [(n.originator_id, n.originator_version) for n in logged] == expected
         assert len(services.lease_index.rows()) == count

@@ -1,11 +1,14 @@
 """A merging Writer (projections/store.py) holds one-row INSERTs and sends each table's as
-multi-row INSERTs, before any other statement and at `flush`, keeping each table's rows in order."""
+multi-row INSERTs, before any other statement and at `flush`, keeping each table's rows in order,
+and blames a failed send on the source of its first row."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from titen.projections.store import MERGED_ROWS, Writer
+import pytest
+
+from titen.projections.store import MERGED_ROWS, HeldRowsFailed, Writer
 
 
 class Store:
@@ -16,11 +19,17 @@ class Store:
 
 
 class Cursor:
-    def __init__(self) -> None:
+    def __init__(self, refusing: str = "") -> None:
         self.sent: list[tuple[str, list[Any]]] = []
+        self.refusing = refusing
 
     def execute(self, statement: str, params: Any) -> None:
+        if self.refusing and self.refusing in statement:
+            raise ValueError(f"refused: {statement}")
         self.sent.append((statement, list(params)))
+
+    def fetchall(self) -> list[dict[str, Any]]:
+        return [{"sent": len(self.sent)}]
 
 
 def merging() -> tuple[Writer, Cursor]:
@@ -74,3 +83,39 @@ def test_a_writer_that_does_not_merge_sends_each_statement_at_once():
     writer = Writer(Store(), cursor)  # type: ignore[arg-type]
     writer.execute("INSERT INTO {a} VALUES (%s)", [1])
     assert cursor.sent == [("INSERT INTO {a} VALUES (%s)", [1])]
+
+
+def test_a_failed_send_of_held_rows_names_the_source_of_its_first_row():
+    cursor = Cursor(refusing="{b}")
+    writer = Writer(Store(), cursor, merging=True)  # type: ignore[arg-type]
+    writer.source = "first"
+    writer.execute("INSERT INTO {a} VALUES (%s)", [1])
+    writer.source = "second"
+    writer.execute("INSERT INTO {b} VALUES (%s)", [2])
+    writer.source = "third"
+    writer.execute("INSERT INTO {b} VALUES (%s)", [3])
+    with pytest.raises(HeldRowsFailed) as raised:
+        writer.execute("DELETE FROM {a}")  # sends the held rows first
+    assert raised.value.source == "second"
+    assert isinstance(raised.value.__cause__, ValueError)
+    assert cursor.sent == [("INSERT INTO {a} VALUES (%s)", [1])]
+
+
+def test_a_fetched_insert_is_sent_at_once_after_what_is_held():
+    writer, cursor = merging()
+    writer.execute("INSERT INTO {a} VALUES (%s)", [1])
+    assert writer.fetchall("INSERT INTO {a} VALUES (%s)", [2]) == [{"sent": 2}]
+    assert cursor.sent == [
+        ("INSERT INTO {a} VALUES (%s)", [1]),
+        ("INSERT INTO {a} VALUES (%s)", [2]),
+    ]
+
+
+def test_a_redirected_writer_starts_after_what_is_held():
+    writer, cursor = merging()
+    writer.execute("INSERT INTO {a} VALUES (%s)", [1])
+    writer.redirected({"a": "scratch_a"}).execute("INSERT INTO {a} VALUES (%s)", [2])
+    assert cursor.sent == [
+        ("INSERT INTO {a} VALUES (%s)", [1]),
+        ("INSERT INTO {scratch_a} VALUES (%s)", [2]),
+    ]
