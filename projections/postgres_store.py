@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError
 from eventsourcing.postgres import PostgresTrackingRecorder
 
@@ -26,6 +27,12 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
 
     def _transaction(self, *, commit: bool) -> Any:
         return self.datastore.transaction(commit=commit)
+
+    def answered_by_server(self, failed: Exception) -> bool:
+        """A server's error carries its SQLSTATE; a PipelineAborted stands for an earlier
+        statement's error in the same pipeline."""
+        sqlstate = getattr(failed, "sqlstate", None)
+        return sqlstate is not None or isinstance(failed, psycopg.errors.PipelineAborted)
 
     @contextmanager
     def writing(self) -> Iterator[Writer]:

@@ -85,7 +85,7 @@ class Projector:
         try:
             writer.flush()
         except HeldRowsFailed as failed:
-            raise _blamed(failed) from failed.__cause__
+            raise _blamed(failed, writer.source) from failed.__cause__
 
     def write_failed(self, failed: BaseException) -> None:
         """A command's inline write failed: record the read model that failed, if one did."""
@@ -159,14 +159,14 @@ def _apply(projection: Projection, writer: Writer, event: Any, position: int) ->
     try:
         projection.apply(writer, event, position)
     except HeldRowsFailed as failed:  # rows held earlier, sent by this one's statement
-        raise _blamed(failed) from failed.__cause__
+        raise _blamed(failed, (projection.name, position, event)) from failed.__cause__
     except Exception as exc:
         raise ProjectionFailed(projection.name, position, event, exc) from exc
 
 
-def _blamed(failed: HeldRowsFailed) -> ProjectionFailed:
-    """The failure of held rows, named for the read model, position and event that wrote the
-    first of them (`Writer.source`, as `Projector.write` sets it)."""
-    name, position, event = failed.source
+def _blamed(failed: HeldRowsFailed, otherwise: tuple[str, int, Any]) -> ProjectionFailed:
+    """The failure of a held row, named for the read model, position and event that wrote it
+    (`Writer.source`, as `Projector.write` sets it), else for `otherwise`."""
+    name, position, event = failed.source or otherwise
     assert failed.__cause__ is not None
     return ProjectionFailed(name, position, event, failed.__cause__)

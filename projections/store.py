@@ -37,9 +37,10 @@ texts of a connection; the rarer sizes are sent unprepared."""
 
 
 class HeldRowsFailed(Exception):
-    """A merging writer's INSERT of held rows failed (its cause): `source` is what
-    `Writer.source` was when the first of them was held, so the failure can be blamed on the
-    read model and event that wrote them rather than on whichever statement sent them."""
+    """A merging writer's INSERT of held rows was refused before it reached the server (its
+    cause): `source` is what `Writer.source` was when the failing row was held, so the failure
+    can be blamed on the read model and event that wrote it rather than on whichever statement
+    sent it."""
 
     def __init__(self, source: Any):
         super().__init__(f"held rows of {source} failed")
@@ -57,8 +58,9 @@ class Writer:
     sees the rows written before it, and at `flush`, which its owner calls before the
     transaction ends. The rows of one table keep their order; only INSERTs into different
     tables, which no other table's rows depend on, may change places. Each held row keeps the
-    writer's `source` at the time it was held, and a failed send of held rows is raised as
-    HeldRowsFailed with the source of its first row.
+    writer's `source` at the time it was held, and a send of held rows that fails before it
+    reaches the server is raised as HeldRowsFailed with the failing row's source. An error the
+    server answered is raised as it is: in a pipeline it may be an earlier statement's.
     """
 
     def __init__(
@@ -101,7 +103,22 @@ class Writer:
                         [value for params, _ in chunk for value in params],
                     )
                 except Exception as failed:
-                    raise HeldRowsFailed(chunk[0][1]) from failed
+                    if self._store.answered_by_server(failed):
+                        raise  # an earlier statement's, perhaps: the server does not say whose
+                    self._blame(template, chunk, failed)
+
+    def _blame(
+        self, template: str, rows: Sequence[tuple[Sequence[Any], Any]], failed: Exception
+    ) -> None:
+        """Raise HeldRowsFailed for the row that failed: the statement was refused before it
+        was sent, so each row is sent alone until one fails. A failure of the whole statement
+        only (an outage, say) is blamed on its first row."""
+        for params, source in rows:
+            try:
+                self._cursor.execute(self._store.sql(template), params)
+            except Exception as alone:
+                raise HeldRowsFailed(source) from alone
+        raise HeldRowsFailed(rows[0][1]) from failed
 
     def fetchall(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         self._send(self._renamed(template), params)  # never held: its rows are read at once
@@ -240,15 +257,20 @@ class ViewStore(TrackingRecorder, ABC):
     merges_inserts: bool = False
     """Whether a command's inline write merges its read models' one-row INSERTs (`Writer`):
     on PostgreSQL each statement costs the client's Python about 20 us, under the events
-    table's lock, and the server's refusal of a row is reported at the pipeline's end anyway,
-    whichever statement carried it. SQLite's statements run in C, and each reports its own
-    refusal."""
+    table's lock, and the server's refusal of a row is reported by a later statement or at the
+    pipeline's end anyway, whichever statement carried it. SQLite's statements run in C, and
+    each reports its own refusal."""
 
     datastore: Any
     """The database the library's recorder opened: each backend's base sets its own kind."""
 
     @abstractmethod
     def _transaction(self, *, commit: bool) -> Any: ...
+
+    def answered_by_server(self, failed: Exception) -> bool:
+        """Whether an error came back from the database server, rather than being raised by
+        the client before anything was sent. Only a merging writer asks (PostgreSQL's)."""
+        return False
 
     @abstractmethod
     def _insert_tracking(self, cursor: Any, tracking: Tracking) -> None:

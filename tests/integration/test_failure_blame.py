@@ -1,6 +1,6 @@
-"""A read model whose row cannot be sent is the one named and recorded, with the event that
-made the row, on both backends. On PostgreSQL a command's inline write holds plain INSERTs and
-sends them later (projections/store.py, `Writer(merging=True)`): by another read model's
+"""A read model whose row the client cannot send is the one named and recorded, with the event
+that made the row, on both backends. On PostgreSQL a command's inline write holds plain INSERTs
+and sends them later (projections/store.py, `Writer(merging=True)`): by another read model's
 statement, or at the write's end. A failure of that send is still the holder's."""
 
 from __future__ import annotations

@@ -1,21 +1,31 @@
 """A merging Writer (projections/store.py) holds one-row INSERTs and sends each table's as
 multi-row INSERTs, before any other statement and at `flush`, keeping each table's rows in order,
-and blames a failed send on the source of its first row."""
+and blames a send the client refuses on the source of the row that fails, while an error the
+server answered is raised as it is."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 
 from titen.projections.store import MERGED_ROWS, HeldRowsFailed, Writer
+from titen.storage.outages import is_outage
+
+BAD = object()
+"""A value the test's cursor refuses, as psycopg refuses one it cannot adapt."""
 
 
 class Store:
-    """What a Writer asks of its store: the statement for a template."""
+    """What a Writer asks of its store: the statement for a template, and whether an error
+    came from the server (here: it carries a SQLSTATE, as PostgreSQL's errors do)."""
 
     def sql(self, template: str) -> str:
         return template
+
+    def answered_by_server(self, failed: Exception) -> bool:
+        return getattr(failed, "sqlstate", None) is not None
 
 
 class Cursor:
@@ -26,6 +36,8 @@ class Cursor:
     def execute(self, statement: str, params: Any) -> None:
         if self.refusing and self.refusing in statement:
             raise ValueError(f"refused: {statement}")
+        if any(value is BAD for value in params):
+            raise TypeError("cannot adapt")
         self.sent.append((statement, list(params)))
 
     def fetchall(self) -> list[dict[str, Any]]:
@@ -119,3 +131,47 @@ def test_a_redirected_writer_starts_after_what_is_held():
         ("INSERT INTO {a} VALUES (%s)", [1]),
         ("INSERT INTO {scratch_a} VALUES (%s)", [2]),
     ]
+
+
+def test_the_row_that_cannot_be_sent_is_found_and_blamed():
+    writer, cursor = merging()
+    for source, value in [("first", 1), ("second", BAD), ("third", 3)]:
+        writer.source = source
+        writer.execute("INSERT INTO {a} VALUES (%s)", [value])
+    with pytest.raises(HeldRowsFailed) as raised:
+        writer.flush()
+    assert raised.value.source == "second"
+    assert isinstance(raised.value.__cause__, TypeError)
+    assert cursor.sent == [("INSERT INTO {a} VALUES (%s)", [1])]  # alone, before the bad row
+
+
+class Refusing(Cursor):
+    """A cursor whose every statement fails with `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def execute(self, statement: str, params: Any) -> None:
+        raise self.error
+
+
+def test_an_error_the_server_answered_is_raised_as_it_is():
+    refused = psycopg.errors.UniqueViolation("duplicate key")
+    writer = Writer(Store(), Refusing(refused), merging=True)  # type: ignore[arg-type]
+    writer.source = "mine"
+    writer.execute("INSERT INTO {a} VALUES (%s)", [1])
+    with pytest.raises(psycopg.errors.UniqueViolation) as raised:
+        writer.flush()
+    assert raised.value is refused
+
+
+def test_an_outage_while_sending_held_rows_stays_an_outage():
+    lost = psycopg.OperationalError("the connection is lost")
+    writer = Writer(Store(), Refusing(lost), merging=True)  # type: ignore[arg-type]
+    writer.source = "mine"
+    writer.execute("INSERT INTO {a} VALUES (%s)", [1])
+    with pytest.raises(HeldRowsFailed) as raised:
+        writer.flush()
+    assert raised.value.source == "mine"
+    assert is_outage(raised.value)
