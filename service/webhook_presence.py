@@ -7,9 +7,12 @@ Every change that can make one appear or go (create, enable, delete) tells this 
 (`changed`) and, on PostgreSQL, sends a NOTIFY in its own transaction, which every server's
 listener thread follows (service/revocations.py, the key revocations' connection), so the
 cached answer is used only while that listener is connected, as the key cache is. SQLite cannot
-push: there each question reads the table (one index probe, cheaper than the thread wake-up and
-claim query it saves). A webhook that delivery turns failing leaves the cache at "enabled" until
-the next change: a spare wake-up, the safe side.
+push: there an answer read from the table is used for FRESH_SECONDS, so another process's change
+is seen within that time (as its idle delivery workers see other processes' commits: they look
+every 0.25 s). Reading it on every commit cost 116-160 us of wall time inside the write turn that
+every save of every worker waits for (docs/performance.md, "Round nine"). A webhook that
+delivery turns failing leaves the cache at "enabled" until the next change: a spare wake-up,
+the safe side.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from titen.projections.store import ViewStore, Writer
@@ -27,6 +31,9 @@ log = logging.getLogger("titen.webhooks")
 
 KIND = "webhook"
 """The consumers' kind for webhook subscriptions."""
+FRESH_SECONDS = 0.25
+"""How long an answer read from the table is used where no change is pushed (SQLite): another
+process's create, enable or delete is known here within it; this process's own at once."""
 
 
 class WebhookPresence:
@@ -38,6 +45,7 @@ class WebhookPresence:
         self._known: bool | None = None
         self._generation = 0  # moves whenever the cached answer is dropped
         self._listening = False
+        self._fresh_until = 0.0  # monotonic; SQLite's cached answer is used until then
         self._lock = threading.Lock()
 
     @property
@@ -47,9 +55,12 @@ class WebhookPresence:
         return "titen_webhooks_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
 
     def enabled(self) -> bool:
-        """Whether some webhook is enabled: from memory while no change can be missed."""
+        """Whether some webhook is enabled: from memory while no change can be missed (on
+        PostgreSQL), or for FRESH_SECONDS after it was read (on SQLite)."""
+        now = time.monotonic()
         with self._lock:
-            known, generation, trusted = self._known, self._generation, self._listening
+            known, generation = self._known, self._generation
+            trusted = self._listening or (not self.pushes_changes and now < self._fresh_until)
         if trusted and known is not None:
             return known
         found = bool(
@@ -60,8 +71,9 @@ class WebhookPresence:
         )
         with self._lock:
             # Not if a change came meanwhile: the read may predate it.
-            if trusted and generation == self._generation:
+            if generation == self._generation and (self._listening or not self.pushes_changes):
                 self._known = found
+                self._fresh_until = now + FRESH_SECONDS
         return found
 
     def announce(self, writer: Writer) -> None:

@@ -156,14 +156,16 @@ class GroupCommit:
                 entry.error = exc
 
     def _record(self, batch: Sequence[_Entry]) -> None:
+        """Save the batch; each command's recordings are the run of them its events made (the
+        store answers in the order of the events it is given)."""
         events = [event for entry in batch for event in entry.events]
         kept = [entry.kept for entry in batch if entry.kept is not None]
         options = {KEPT: kept} if kept else {}
         recordings = self._save(*events, *(entry.aggregate for entry in batch), **options)
+        start = 0
         for entry in batch:
-            entry.recordings = [
-                r for r in recordings if r.domain_event.originator_id == entry.aggregate.id
-            ]
+            entry.recordings = recordings[start : start + len(entry.events)]
+            start += len(entry.events)
 
     def _record_alone(self, entry: _Entry) -> None:
         try:

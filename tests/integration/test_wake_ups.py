@@ -17,6 +17,7 @@ from titen.projections.follower import SAFETY_POLL_SECONDS, Follower
 from titen.service.bootstrap import Services, bootstrap
 from titen.service.doorbell import Doorbell
 from titen.service.targets import Targets
+from titen.service.webhook_presence import FRESH_SECONDS
 
 COMMITS = 40
 PER_WAKE = 3
@@ -86,6 +87,38 @@ def test_without_an_enabled_webhook_a_commit_does_not_ring_the_doorbell(services
     assert doorbell.version() == rung + 1
 
 
+def test_commits_ask_the_store_whether_a_webhook_is_enabled_only_when_the_answer_is_stale(
+    services, monkeypatch
+):
+    """Every save asks, inside the lock that every other save waits for (docs/performance.md,
+    "Round nine"): the answer is remembered, on SQLite for FRESH_SECONDS, on PostgreSQL while
+    its listener follows the changes."""
+    presence = services.webhook_presence
+    services.revocations.start()
+    try:
+        eventually(
+            lambda: not presence.pushes_changes or presence._listening,
+            "the listener follows webhook changes",
+        )
+        asked = []
+        query = presence.store.query
+
+        def counting(sql, *args, **kwargs):
+            if "{consumers}" in sql:
+                asked.append(sql)
+            return query(sql, *args, **kwargs)
+
+        monkeypatch.setattr(presence.store, "query", counting)
+        services.app.on_commit.append(ring_while(presence.enabled, Doorbell()))
+        started = time.monotonic()
+        for n in range(COMMITS):
+            acquire(services, n)
+        took = time.monotonic() - started
+        assert len(asked) <= 1 + took / FRESH_SECONDS, (len(asked), took)
+    finally:
+        services.revocations.stop()
+
+
 def test_a_webhook_enabled_by_another_process_is_known_here(database, clock, key):
     here = bootstrap(database, clock, pool_size=4)
     there = bootstrap(database, clock, pool_size=4)
@@ -96,7 +129,7 @@ def test_a_webhook_enabled_by_another_process_is_known_here(database, clock, key
             "the listener follows webhook changes",
         )
         assert not here.webhook_presence.enabled()
-        assert not here.webhook_presence.enabled()  # cached on PostgreSQL, read on SQLite
+        assert not here.webhook_presence.enabled()  # cached
         owner = there.keys.authenticate(key("acme", "agent_hooks"))
         there.webhooks.create(
             owner,
