@@ -10,9 +10,9 @@ cached answer is used only while that listener is connected, as the key cache is
 push: there an answer read from the table is used for FRESH_SECONDS, so another process's change
 is seen within that time (as its idle delivery workers see other processes' commits: they look
 every 0.25 s). Reading it on every commit cost 116-160 us of wall time inside the write turn that
-every save of every worker waits for (docs/performance.md, "Round nine"). A webhook that
-delivery turns failing leaves the cache at "enabled" until the next change: a spare wake-up,
-the safe side.
+every save of every worker waits for (docs/performance.md, "Round nine"). On PostgreSQL a
+webhook that delivery turns failing leaves the cache at "enabled" until the next change (on
+SQLite, until the answer is read again): a spare wake-up, the safe side.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class WebhookPresence:
 
     def announce(self, writer: Writer) -> None:
         """In the transaction of a create, enable or delete: tell the other processes (on
-        PostgreSQL; SQLite's read every answer from the table)."""
+        PostgreSQL; SQLite's read the table again once their answer is FRESH_SECONDS old)."""
         if self.pushes_changes:
             writer.execute("SELECT pg_notify(%s, '')", [self.channel])
 

@@ -17,10 +17,13 @@ from titen.storage.shared_mutex import SharedMutex
 
 
 class Aggregate:
-    def __init__(self, id: UUID, version: int = 0):
+    def __init__(self, id: UUID, version: int = 0, events: int = 1):
         self.id = id
         self.version = version
-        self._pending = [SimpleNamespace(originator_id=id, originator_version=version + 1)]
+        self._pending = [
+            SimpleNamespace(originator_id=id, originator_version=version + n)
+            for n in range(1, events + 1)
+        ]
 
     def collect_events(self) -> list[SimpleNamespace]:
         collected, self._pending = self._pending, []
@@ -90,6 +93,21 @@ def test_saves_that_queue_behind_a_save_share_the_next_transaction():
     assert sorted(store.transactions[1]) == sorted(a.id for a in aggregates)
     for n, aggregate in enumerate(aggregates):
         assert [r.domain_event.originator_id for r in outcomes[n]] == [aggregate.id]
+
+
+def test_each_command_of_a_batch_gets_the_recordings_of_its_own_events():
+    """The batch's recordings are handed out by position: a command with three events gets
+    those three, in order, whatever its neighbours made."""
+    store = Store(hold_first=True)
+    commits = GroupCommit(store.save)
+    counts = (3, 1, 2, 1)
+    aggregates = [Aggregate(uuid4(), events=count) for count in counts]
+    outcomes = save_concurrently(commits, store, aggregates)
+    assert len(store.transactions) == 2
+    for n, (aggregate, count) in enumerate(zip(aggregates, counts, strict=True)):
+        assert [
+            (r.domain_event.originator_id, r.domain_event.originator_version) for r in outcomes[n]
+        ] == [(aggregate.id, version) for version in range(1, count + 1)]
 
 
 def test_a_lost_race_in_a_batch_fails_alone():
