@@ -20,6 +20,9 @@ files. What waitress does not offer is added in small subclasses:
   answer;
 - `Server.readable` accepts new connections only while this worker's share of them allows
   (api/rest/balance.py), when it is one of several workers on one port;
+- `Server.run` polls with `Poller` (api/rest/poller.py), which asks again only the connections
+  that may have changed, not every open one at every pass: `Channel.idle` says when one need
+  not be asked, and `Channel.tell_loop` is how a request's thread says it changed;
 - `Channel.watch` (offered to the app as `WATCH_CLIENT` in the request's environ) keeps reading
   a connection while its request waits, as a stream or a long-poll does, so that a client
   closing it is seen at once, and the waiter woken, instead of at the next write (waitress
@@ -49,6 +52,7 @@ from waitress.utilities import RequestEntityTooLarge
 from titen.api.rest.balance import Share
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
+from titen.api.rest.poller import Poller
 from titen.api.rest.settings import ServerSettings
 from titen.api.rest.signals import stop_requested
 
@@ -154,6 +158,7 @@ class Task(WSGITask):
             super().service()
         finally:
             self.channel.on_gone = None
+            self.channel.tell_loop()  # no longer idle: its request is ending
 
     def finish(self) -> None:
         if self.request.command == "HEAD":
@@ -203,8 +208,35 @@ class Channel(HTTPChannel):
         loop) when the client closes it, or when the server stops. Returns whether either
         has happened: the waiting request should end."""
         self.on_gone = on_gone
-        self.server.pull_trigger()  # the loop then polls this connection for reading again
+        self.tell_loop()  # the loop then polls this connection for reading again
         return lambda: self.server.stopping or self.check_client_disconnected()
+
+    def idle(self) -> bool:
+        """Whether the loop may stop asking this connection `readable()` and `writable()`
+        until its socket is ready or a thread tells it (`tell_loop`, api/rest/poller.py): no
+        request is being served on it, or only one that waits watching it (`watch`), whose
+        thread tells the loop of each write and of its end."""
+        return not self.requests or self.on_gone is not None
+
+    def tell_loop(self) -> None:
+        """From a request's thread: this connection's answers to the loop may have changed;
+        wake the loop to ask them again."""
+        self.server.poller.changed(self._fileno)
+        self.server.pull_trigger()
+
+    def add_channel(self, map: Any = None) -> None:
+        super().add_channel(map)
+        self.server.poller.changed(self._fileno)
+
+    def del_channel(self, map: Any = None) -> None:
+        self.server.poller.changed(self._fileno)
+        super().del_channel(map)
+
+    def send_continue(self) -> None:
+        """Waitress's, which a request's thread may call as its request ends (for one read
+        partly behind it): the connection, idle by then, has output to send."""
+        super().send_continue()
+        self.tell_loop()
 
     def end_wait(self) -> None:
         """Wake the request waiting on this connection, if one is: the server is stopping."""
@@ -251,7 +283,7 @@ class Channel(HTTPChannel):
         finally:
             self.writing = False
             if self.connected and super().writable():  # as waitress wakes it (`service`)
-                self.server.pull_trigger()
+                self.tell_loop()  # a watched connection's output, the loop's now
 
     def handle_read(self) -> None:
         if not self.draining_until:
@@ -344,9 +376,11 @@ class Server(TcpWSGIServer):
         dispatcher.before_shutdown = self._end_waits
         dispatcher.set_thread_count(threads)
         self.request_head_timeout = settings.request_head_timeout
+        dispatchers: dict[int, Any] = {}
+        self.poller = Poller(dispatchers)
         super().__init__(
             application,
-            map={},
+            map=dispatchers,
             _sock=sock,
             dispatcher=dispatcher,
             adj=adjustments,
@@ -364,6 +398,16 @@ class Server(TcpWSGIServer):
             return able
         return self.share.accepts(len(self.active_channels), able)
 
+    def run(self) -> None:
+        """Waitress's loop, polled by `Poller` rather than waitress's `poll2`; stopped as
+        waitress stops it (KeyboardInterrupt: the request threads, then return)."""
+        try:
+            self.poller.loop(self.adj.asyncore_loop_timeout)
+        except (SystemExit, KeyboardInterrupt):
+            self.task_dispatcher.shutdown()
+        finally:
+            self.poller.close()
+
     def _end_waits(self) -> None:
         self.stopping = True
         for channel in list(self.active_channels.values()):
@@ -375,6 +419,7 @@ class Server(TcpWSGIServer):
         if stop_requested():
             raise KeyboardInterrupt  # ends waitress's loop, which `serve` then stops in order
         super().maintenance(now)
+        self.poller.rescan = True  # any connection may have been told to close
         for channel in list(self.active_channels.values()):
             if channel.draining_until and now > channel.draining_until:
                 channel._close_now()

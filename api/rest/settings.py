@@ -15,7 +15,7 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """Where a server of several workers keeps their metrics (prometheus-client's variable): set by
 the parent (api/rest/prefork.py) for its workers, read by api/rest/metrics.py."""
 
-DEFAULT_WORKERS = {"sqlite": 2, "postgres": 2}
+DEFAULT_WORKERS = {"sqlite": 4, "postgres": 2}
 """Server processes when --workers is not given, by backend, as measured (docs/performance.md)."""
 
 

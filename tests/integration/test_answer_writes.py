@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from waitress import wasyncore
 
 from titen.api.rest.connections import Channel, Server, listen
+from titen.api.rest.poller import Poller
 from titen.api.rest.settings import ServerSettings
 
 SEND_SECONDS = 0.05
@@ -60,13 +60,13 @@ def get(server: Server, *, wait_before_reading: float = 0.0) -> bytes:
 def passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The number of passes the loop makes, counted as they happen."""
     counted = [0]
-    poll = wasyncore.poll2
+    poll = Poller.poll
 
     def counting(*args: Any, **kwargs: Any) -> None:
         counted[0] += 1
         poll(*args, **kwargs)
 
-    monkeypatch.setattr(wasyncore, "poll2", counting)
+    monkeypatch.setattr(Poller, "poll", counting)
     return counted
 
 
