@@ -6,6 +6,7 @@ module refers to these constants instead of spelling the strings.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from titen.domain.handoff import Handoff
@@ -36,9 +37,16 @@ __all__ = [
     "NAMES",
     "PUBLISHED",
     "event_type",
+    "published_organizations",
 ]
 
 
 def event_type(event: Any) -> str:
     """The public name of an event ("lease.acquired"); an unknown class goes by its own name."""
     return NAMES.get(type(event), type(event).__qualname__)
+
+
+def published_organizations(events: Iterable[Any]) -> frozenset[str]:
+    """The organizations whose event logs these events add rows to: only a published event
+    has one (and each names its organization)."""
+    return frozenset(event.organization for event in events if event_type(event) in PUBLISHED)

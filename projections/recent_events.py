@@ -58,9 +58,16 @@ class RecentEvents:
 
     @property
     def has_subscribers(self) -> bool:
-        """Whether a stream or long-poll of this process waits for new rows (a plain read: a
-        commit asks it to decide whether to wake the follower at all)."""
+        """Whether a stream or long-poll of this process waits for new rows (a plain read: the
+        follower asks it whether to follow the log at all)."""
         return bool(self._organizations)
+
+    def waits_for(self, organizations: frozenset[str]) -> bool:
+        """Whether a stream or long-poll of this process waits for rows of any of these
+        organizations (plain reads, as `has_subscribers`: a commit asks it to decide whether
+        to wake the follower at all)."""
+        waiting = self._organizations
+        return any(organization in waiting for organization in organizations)
 
     def subscribe(self, organization: str) -> None:
         """A stream or long-poll starts: the follower keeps memory current from now on."""
@@ -81,7 +88,7 @@ class RecentEvents:
             if not waiting.subscribers:
                 del self._organizations[organization]
 
-    def committed(self, position: int) -> None:
+    def committed(self, position: int, organizations: frozenset[str]) -> None:
         """A command of this process committed: wake subscribers now if they read the table
         (nothing held yet, or no follower, as in an app served in-process); the follower's
         next read wakes them otherwise."""

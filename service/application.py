@@ -27,6 +27,7 @@ from eventsourcing.persistence import IntegrityError, JSONTranscoder, Recording,
 
 from titen.domain.clock import Clock, truncate
 from titen.domain.errors import Contention, InvalidField, NotFound
+from titen.domain.events import published_organizations
 from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import LEASE, new_id
 from titen.domain.lease import Holding, Lease, ResourceKeys, Term
@@ -73,6 +74,11 @@ class TermAsDict(Transcoding):
         return Term(**data)
 
 
+CommitListener = Callable[[int, frozenset[str]], None]
+"""Told of each save once it has committed: its last log position, and the organizations whose
+event logs it added to."""
+
+
 class Titen(Application[UUID]):
     name = "titen"
     snapshotting_intervals = {Lease: 100}  # noqa: RUF012 (the library's class-level config)
@@ -86,8 +92,8 @@ class Titen(Application[UUID]):
     def __init__(self, env: dict[str, str]):
         super().__init__(env)
         self.commits = GroupCommit(self.save)  # how every command saves
-        self.on_commit: list[Callable[[int], None]] = []
-        """Told the last log position of each save once it has committed (wakes subscribers)."""
+        self.on_commit: list[CommitListener] = []
+        """Told of each save once it has committed (wakes subscribers, and only theirs)."""
         self.on_read_model_failure: list[Callable[[ReadModelWriteFailed], None]] = []
         """Told of a save that failed because a read model could not apply its events."""
         self._known: set[UUID] = set()
@@ -149,9 +155,11 @@ class Titen(Application[UUID]):
         listener that fails (one may read the database, which may be failing right now) is
         logged and must not turn it into a failed command (a 503 for a change that was made)."""
         if recordings:
+            position = recordings[-1].notification.id
+            organizations = published_organizations(r.domain_event for r in recordings)
             for listener in self.on_commit:
                 try:
-                    listener(recordings[-1].notification.id)
+                    listener(position, organizations)
                 except Exception as exc:
                     log_failure(log, "a commit listener failed (the command had committed)", exc)
 

@@ -18,6 +18,7 @@ from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
 from titen.domain.webhooks import RetrySchedule
 from titen.projections.follower import Follower
+from titen.service.application import CommitListener
 from titen.service.bootstrap import Services
 from titen.service.doorbell import Doorbell
 from titen.service.targets import Targets
@@ -114,11 +115,11 @@ def _run(services: Services, settings: ServerSettings, server: Server) -> None:
         follower.stop()
 
 
-def ring_while(enabled: Callable[[], bool], doorbell: Doorbell) -> Callable[[int], None]:
+def ring_while(enabled: Callable[[], bool], doorbell: Doorbell) -> CommitListener:
     """A commit listener that rings the doorbell only while a webhook is enabled: a commit
     with nothing to deliver wakes no delivery worker."""
 
-    def ring(position: int) -> None:
+    def ring(position: int, organizations: frozenset[str]) -> None:
         if enabled():
             doorbell.ring()
 

@@ -24,7 +24,7 @@ from titen.service.bootstrap import Services
 def test_a_failing_commit_listener_leaves_the_command_done(
     services: Services, failure: Exception, caplog: pytest.LogCaptureFixture
 ):
-    def listener(position: int) -> None:
+    def listener(position: int, organizations: frozenset[str]) -> None:
         raise failure
 
     services.app.on_commit.append(listener)
@@ -43,3 +43,28 @@ def test_a_failing_commit_listener_leaves_the_command_done(
     assert holding.lease_id == committed.value.lease_id
     [record] = [r for r in caplog.records if "commit listener" in r.getMessage()]
     assert record.levelno == (logging.WARNING if "went away" in str(failure) else logging.ERROR)
+
+
+def test_commit_listeners_learn_the_organizations_whose_event_logs_grew(services: Services):
+    told: list[tuple[int, frozenset[str]]] = []
+    services.app.on_commit.append(
+        lambda position, organizations: told.append((position, organizations))
+    )
+    acquired = services.app.acquire_lease(
+        organization="acme",
+        holder="agent_alice",
+        resource_type="deploy",
+        resource_id="r",
+        purpose="p",
+        ttl_seconds=60,
+    )
+    services.app.release_lease(
+        lease_key=services.app.resource_keys.of("acme", "deploy", "r"),
+        lease_id=acquired.value.lease_id,
+        by="agent_alice",
+        as_operator=False,
+    )
+    (acquire_position, acquire_organizations), (release_position, released) = told
+    assert acquire_organizations == {"acme"}
+    assert released == frozenset()  # a release is not published to the event log
+    assert release_position > acquire_position

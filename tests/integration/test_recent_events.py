@@ -55,7 +55,8 @@ def test_nothing_is_read_while_nobody_subscribes(services):
     recent.refresh()  # would fail if it read
     recent.subscribe("acme")  # nothing held until the follower's next read
     version = recent.version("acme")
-    recent.committed(1)  # nothing held: a local commit wakes readers of the table at once
+    # Nothing held: a local commit wakes readers of the table at once.
+    recent.committed(1, frozenset({"acme"}))
     assert recent.version("acme") != version
 
 
