@@ -5,8 +5,8 @@ one keyed client over one kept-alive connection: first with no other connection,
 `--connections` (2,000) unauthenticated connections open, half of them idle (nothing sent) and
 half trickling a request head one header line every 5 s, then again with none. The target:
 every acquire is served, with a p50 within 5x of the p50 without them (the mean of the two
-unloaded phases); waitress's loop visits every open connection on each pass, so some cost
-remains (docs/security.md).
+unloaded phases). Waitress's loop visited every open connection on each pass; the server's own
+loop asks only those that may have changed (docs/security.md, api/rest/poller.py).
 
 The server runs with `--request-head-timeout` set to `--head-timeout` (600 s), so that all the
 connections stay open for the whole phase: the worst case for the loop. With the default (10 s)

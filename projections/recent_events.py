@@ -89,12 +89,14 @@ class RecentEvents:
                 del self._organizations[organization]
 
     def committed(self, position: int, organizations: frozenset[str]) -> None:
-        """A command of this process committed: wake subscribers now if they read the table
-        (nothing held yet, or no follower, as in an app served in-process); the follower's
-        next read wakes them otherwise."""
+        """A command of this process committed rows of `organizations`: wake their subscribers
+        now if they read the table (nothing held yet, or no follower, as in an app served
+        in-process); the follower's next read wakes them otherwise."""
         with self._lock:
             if self._floor is None:
-                self._signal_all()
+                for organization in organizations:
+                    if (waiting := self._organizations.get(organization)) is not None:
+                        waiting.signal()
 
     def version(self, organization: str) -> int:
         """Changes whenever rows of the organization arrive (while it has subscribers);

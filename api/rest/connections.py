@@ -2,8 +2,8 @@
 
 Anyone who can reach the port can open connections without a key, so connections must be cheap
 and bounded in time, not scarce: waitress's connection limit is raised far above the worker
-threads, its loop polls (select stops at 1,024 descriptors) and the process may open that many
-files. What waitress does not offer is added in small subclasses:
+threads, its loop polls through epoll (select stops at 1,024 descriptors) and the process may
+open that many files. What waitress does not offer is added in small subclasses:
 
 - `Channel` closes a connection that has not sent a complete request head within
   `request_head_timeout` seconds of opening it (or of sending the first byte of a later
@@ -157,8 +157,9 @@ class Task(WSGITask):
         try:
             super().service()
         finally:
-            self.channel.on_gone = None
-            self.channel.tell_loop()  # no longer idle: its request is ending
+            on_gone, self.channel.on_gone = self.channel.on_gone, None
+            if on_gone is not None:  # it counted as idle: the loop must ask it again
+                self.channel.tell_loop()
 
     def finish(self) -> None:
         if self.request.command == "HEAD":
@@ -219,8 +220,8 @@ class Channel(HTTPChannel):
         return not self.requests or self.on_gone is not None
 
     def tell_loop(self) -> None:
-        """From a request's thread: this connection's answers to the loop may have changed;
-        wake the loop to ask them again."""
+        """This connection's answers to the loop may have changed while it counts as idle:
+        wake the loop to ask them again (from the loop's own thread, a wake for nothing)."""
         self.server.poller.changed(self._fileno)
         self.server.pull_trigger()
 
@@ -366,7 +367,6 @@ class Server(TcpWSGIServer):
             ident="titen",
             connection_limit=settings.connection_limit,
             backlog=BACKLOG,
-            asyncore_use_poll=True,
             cleanup_interval=1,
             channel_timeout=IDLE_SECONDS,
             max_request_header_size=MAX_HEAD_BYTES,

@@ -127,3 +127,29 @@ def test_the_loop_keeps_off_a_writing_connection_until_the_thread_waits_for_it()
         theirs.close()
         ours.close()
         server.close()
+
+
+def test_a_connection_that_counts_as_idle_tells_the_loop_of_output_left_to_send():
+    """A stream's or a long-poll's connection counts as idle, so the loop stops asking it:
+    what its thread leaves in the buffer, and a 100 Continue queued for a request read behind
+    it, must be told (api/rest/poller.py), or they would wait for the loop's next rescan."""
+    server = Server(answer, ServerSettings(), 2, listen("127.0.0.1", 0))
+    ours, theirs = socket.socketpair()
+    try:
+        channel = Channel(server, ours, ("127.0.0.1", 0), server.adj, map={})
+        told = server.poller.told
+        channel.watch(lambda: None)
+        assert channel.idle()
+        told.clear()
+        channel.write_soon(b"x" * 4 * 1024 * 1024)  # more than the socket takes: the rest is
+        assert channel.total_outbufs_len and list(told) == [ours.fileno()]  # left to the loop
+        told.clear()
+        channel.on_gone = None
+        channel.received(
+            b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+        )
+        assert channel.sent_continue and list(told) == [ours.fileno()]
+    finally:
+        theirs.close()
+        ours.close()
+        server.close()

@@ -3,6 +3,7 @@ tried on real sockets with dispatchers that count what they are asked."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -105,6 +106,23 @@ def test_a_busy_connection_is_asked_at_every_pass_and_a_rescan_asks_all(pairs):
     assert (busy.asked(), quiet.asked()) == (1, 1)
 
 
+def test_a_rescan_asked_for_while_asking_does_not_wait_for_the_timeout(pairs):
+    """The server's maintenance runs inside its `readable()`, as waitress's does, and may mark
+    any connection to close: the pass must not wait out its timeout before acting on that."""
+    ours, _ = pair(pairs)
+    server = Dispatcher(ours, idle=False, readable=False)
+    poller = Poller({ours.fileno(): server})
+
+    def maintenance() -> bool:
+        poller.rescan = True
+        return False
+
+    server.readable = maintenance  # type: ignore[method-assign]
+    started = time.monotonic()
+    poller.poll(1.0)
+    assert time.monotonic() - started < 0.5
+
+
 def test_idle_is_asked_before_what_the_connection_wants(pairs):
     """A thread that changes the connection after `idle()` changes what `readable()` says
     next, or tells the loop; asked the other way round, a change between the two is lost."""
@@ -124,6 +142,27 @@ def test_a_connection_that_wants_nothing_does_not_wake_the_loop_when_its_peer_ha
     poller.poll(0.2)
     assert time.monotonic() - started >= 0.15
     assert "close" not in dispatcher.calls
+
+
+def test_a_registration_wider_than_wanted_is_narrowed_when_it_reports_the_rest(pairs):
+    """A connection that read a request wants nothing while it is served: it stays registered
+    for reading (no system call) until epoll reports it readable, which is then not handled,
+    and the registration narrowed, so that the loop does not spin on it."""
+    ours, theirs = pair(pairs)
+    dispatcher = Dispatcher(ours)
+    poller = Poller({ours.fileno(): dispatcher})
+    poller.poll(0)
+    dispatcher.is_idle = dispatcher.is_readable = False  # a request is being served
+    poller.changed(ours.fileno())
+    poller.poll(0)
+    assert poller.registered[ours.fileno()].flags  # still registered for reading
+    theirs.send(b"pipelined")
+    poller.poll(0.5)
+    assert "read" not in dispatcher.calls
+    assert ours.fileno() not in poller.registered
+    started = time.monotonic()
+    poller.poll(0.2)
+    assert time.monotonic() - started >= 0.15
 
 
 def test_a_descriptor_closed_by_another_thread_while_asked_is_asked_again(pairs):
@@ -149,6 +188,7 @@ def test_a_reused_descriptor_number_is_registered_for_its_new_connection(pairs, 
     """A connection closed and another opened on the same descriptor number, told both times:
     the new one is registered whether or not the loop passed between the two."""
     first, _ = pair(pairs)
+    made, theirs = pair(pairs)  # the next connection, moved onto the first's number below
     fd = first.fileno()
     dispatchers = {fd: Dispatcher(first)}
     poller = Poller(dispatchers)
@@ -158,9 +198,12 @@ def test_a_reused_descriptor_number_is_registered_for_its_new_connection(pairs, 
     poller.changed(fd)
     if pass_between:
         poller.poll(0)
-    ours, theirs = pair(pairs)
-    assert ours.fileno() == fd  # the kernel hands out the lowest free number
+    os.dup2(made.fileno(), fd)  # as accept gives the lowest free number
+    ours = socket.socket(fileno=fd)
+    pairs.append((ours, theirs))
+    made.close()
     dispatcher = dispatchers[fd] = Dispatcher(ours)
     poller.changed(fd)
     poller.poll(0)
+    assert poller.registered[fd].dispatcher is dispatcher and not poller.asking
     assert delivered(poller, dispatcher, theirs)
