@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 from eventsourcing.sqlite import SQLiteFactory
@@ -37,6 +38,7 @@ from titen.storage.clock import DatabaseClock
 from titen.storage.database import Database, parse
 from titen.storage.group_commit import Turn
 from titen.storage.inline import InlineRecording
+from titen.storage.sqlite import TunedSQLiteRecorder
 from titen.storage.topics import register_legacy_topics
 
 
@@ -79,6 +81,7 @@ def bootstrap(
     pool_size: int = 10,
     catch_up: bool = True,
     turn: Turn | None = None,
+    shared_rows: ctypes.c_long | None = None,
 ) -> Services:
     """Open the store at `url`, creating its schema on first use.
 
@@ -93,7 +96,8 @@ def bootstrap(
     always run on the store's clock (a test's clock stands still).
 
     The worker processes of one server pass the `turn` they share: their saves take turns
-    (storage/group_commit.py).
+    (storage/group_commit.py). On SQLite they also pass `shared_rows`, where they count the
+    rows written since the last WAL checkpoint together (storage/sqlite.py, Checkpointer).
     """
     register_legacy_topics()
     database = parse(url)
@@ -141,6 +145,9 @@ def bootstrap(
         recorder.check_clock = clock.verify
     app.on_read_model_failure.append(projector.write_failed)
     app.commits.turn = turn
+    if shared_rows is not None:
+        assert isinstance(recorder, TunedSQLiteRecorder)  # only a SQLite server shares them
+        recorder.share_rows(shared_rows)
     if catch_up:
         projector.catch_up()
     recent_events = RecentEvents(event_log)

@@ -3,12 +3,14 @@ the read models written in each command's own transaction (storage/inline.py).""
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import sqlite3
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from multiprocessing.sharedctypes import RawValue
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, StoredEvent
@@ -69,27 +71,43 @@ class Checkpointer:
     begins: it begins on a fully copied WAL and writes from the WAL's start. The thread starts
     with the first checkpoint due, so a process that commits little never has one; the last
     connection to close checkpoints what is left (SQLite's own rule).
+
+    The worker processes of one server count their rows together (`share`): counted apart,
+    each of N workers checkpointed after its own CHECKPOINT_ROWS, so the WAL (and what a power
+    cut can take) grew with N, to about N times SQLite's 1,000 pages when their checkpoints
+    came due together.
     """
 
     def __init__(self, db_name: str, timeout: float):
         self._db_name = db_name
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._rows = 0
+        self._rows = ctypes.c_long(0)
+        """Rows committed since the last checkpoint: by this process, or (`share`) by every
+        worker process of its server."""
         self._due = threading.Event()
         self._restart_below: int | None = None
         """The WAL's frames at the last checkpoint, until a write has seen the WAL start over."""
         self._closing = False
         self._thread: threading.Thread | None = None
 
+    def share(self, rows: ctypes.c_long) -> None:
+        """Count rows in `rows` (`shared_rows`), with the other worker processes of the server.
+
+        A save adds to it while it holds the turn that the workers' saves share
+        (storage/group_commit.py); a write outside a save (a key, a webhook) may race another
+        process's, and a lost update only delays a checkpoint by that write's rows."""
+        self._rows = rows
+
     def committed(self, rows: int) -> None:
         """Count a commit's rows; wake the thread (starting it the first time) when a
         checkpoint is due."""
         with self._lock:
-            self._rows += rows
-            if self._rows < CHECKPOINT_ROWS or self._closing:
+            counted = self._rows.value + rows
+            if counted < CHECKPOINT_ROWS or self._closing:
+                self._rows.value = counted
                 return
-            self._rows = 0
+            self._rows.value = 0
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="titen-sqlite-checkpoint", daemon=True
@@ -150,6 +168,12 @@ class Checkpointer:
         self._due.wait()
         self._due.clear()
         return not self._closing
+
+
+def shared_rows() -> ctypes.c_long:
+    """A count of rows in memory that forked processes share: made by a server before it forks
+    its workers, then shared by each worker's Checkpointer (`Checkpointer.share`)."""
+    return RawValue(ctypes.c_long, 0)
 
 
 def _checkpoint(connection: sqlite3.Connection | sqlite3.Cursor) -> int | None:
@@ -298,6 +322,14 @@ class TunedSQLiteRecorder(InlineRecording, SQLiteApplicationRecorder):
             )
             old.close()
         super().__init__(datastore, **kwargs)
+
+    def share_rows(self, rows: ctypes.c_long) -> None:
+        """Count the rows written towards a checkpoint in `rows`, which the worker processes of
+        one server share (`shared_rows`, `Checkpointer.share`)."""
+        pool = self.datastore.pool
+        assert isinstance(pool, TunedSQLitePool)  # put there by __init__
+        if pool.checkpointer is not None:
+            pool.checkpointer.share(rows)
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -69,6 +69,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         from titen.api.rest.logs import configure, default_format
         from titen.api.rest.server import announce, listeners, serve
         from titen.service.bootstrap import bootstrap
+        from titen.storage.sqlite import shared_rows
 
         configure(settings.log_format or default_format())
         sock, metrics_sock = listeners(settings)
@@ -77,10 +78,14 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         shares = Shares(workers)
         # SQLite's writers meet at its lock through a busy handler that sleeps; PostgreSQL's
         # queue on its table lock and are woken at once, and a turn there measured slower.
-        turn = SharedMutex() if opened.database.kind == "sqlite" else None
+        sqlite = opened.database.kind == "sqlite"
+        turn = SharedMutex() if sqlite else None
+        rows = shared_rows() if sqlite else None  # counted together towards WAL checkpoints
 
         def work(slot: int) -> None:
-            services = bootstrap(url, pool_size=settings.pool_size, catch_up=False, turn=turn)
+            services = bootstrap(
+                url, pool_size=settings.pool_size, catch_up=False, turn=turn, shared_rows=rows
+            )
             try:
                 serve(services, settings, sock, metrics_sock, shares.join(slot))
             finally:

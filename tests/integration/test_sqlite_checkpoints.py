@@ -97,3 +97,30 @@ def test_a_failed_checkpoint_is_logged_and_the_next_one_due_tries_again(services
                 )
     finally:
         checkpointer.close()
+
+
+def acquires_until_a_checkpoint(workers: list[Services]) -> int:
+    """Acquires, spread evenly over the stores, until one of them has a checkpoint due."""
+    acquires = 0
+    while not any(checkpoint_thread(worker) for worker in workers):
+        acquire(workers[acquires % len(workers)], acquires)
+        acquires += 1
+    return acquires
+
+
+def test_the_workers_of_one_server_count_their_rows_together(tmp_path):
+    """Two stores open on one file, as two workers of one server, sharing their count: a
+    checkpoint falls due after CHECKPOINT_ROWS rows of both together, as for one process, not
+    after that many of each (which let the WAL grow with the number of workers)."""
+    alone = bootstrap(f"sqlite:///{tmp_path / 'alone.db'}", pool_size=4)
+    rows = titen_sqlite.shared_rows()
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    workers = [bootstrap(url, pool_size=4, shared_rows=rows) for _ in range(2)]
+    try:
+        one_process = acquires_until_a_checkpoint([alone])
+        two_workers = acquires_until_a_checkpoint(workers)
+        assert two_workers <= one_process + 2, (two_workers, one_process)  # apart: about 2x
+    finally:
+        alone.close()
+        for worker in workers:
+            worker.close()
