@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 from eventsourcing.sqlite import SQLiteFactory
@@ -38,7 +37,7 @@ from titen.storage.clock import DatabaseClock
 from titen.storage.database import Database, parse
 from titen.storage.group_commit import Turn
 from titen.storage.inline import InlineRecording
-from titen.storage.sqlite import TunedSQLiteRecorder
+from titen.storage.sqlite import Progress, TunedSQLiteRecorder
 from titen.storage.topics import register_legacy_topics
 
 
@@ -81,7 +80,7 @@ def bootstrap(
     pool_size: int = 10,
     catch_up: bool = True,
     turn: Turn | None = None,
-    shared_rows: ctypes.c_long | None = None,
+    checkpoints: Progress | None = None,
 ) -> Services:
     """Open the store at `url`, creating its schema on first use.
 
@@ -96,8 +95,9 @@ def bootstrap(
     always run on the store's clock (a test's clock stands still).
 
     The worker processes of one server pass the `turn` they share: their saves take turns
-    (storage/group_commit.py). On SQLite they also pass `shared_rows`, where they count the
-    rows written since the last WAL checkpoint together (storage/sqlite.py, Checkpointer).
+    (storage/group_commit.py). On SQLite they also pass the `checkpoints` progress they share:
+    they count the rows written since the last WAL checkpoint together, and whichever writes
+    next finishes it (storage/sqlite.py, Checkpointer).
     """
     register_legacy_topics()
     database = parse(url)
@@ -145,9 +145,9 @@ def bootstrap(
         recorder.check_clock = clock.verify
     app.on_read_model_failure.append(projector.write_failed)
     app.commits.turn = turn
-    if shared_rows is not None:
+    if checkpoints is not None:
         assert isinstance(recorder, TunedSQLiteRecorder)  # only a SQLite server shares them
-        recorder.share_rows(shared_rows)
+        recorder.share_checkpoints(checkpoints)
     if catch_up:
         projector.catch_up()
     recent_events = RecentEvents(event_log)

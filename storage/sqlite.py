@@ -38,7 +38,8 @@ SQLITE_PRAGMAS = (
     "PRAGMA synchronous=NORMAL",
 )
 CHECKPOINT_ROWS = 750
-"""Rows a process writes between two WAL checkpoints (see Checkpointer). Commands write 1.0-1.4
+"""Rows a server writes (all its worker processes together) between two WAL checkpoints (see
+Checkpointer). Commands write 1.0-1.4
 pages per row (measured: 12 rows in 16.5 pages for a lone acquire, 7.4 in 7.8 per acquire in
 batches), so this is about the 1,000 pages at which SQLite checkpoints by itself. With
 synchronous=NORMAL a checkpoint is also when the WAL is synced: this bounds what a power cut can
@@ -52,6 +53,18 @@ statement while it held the write turn (docs/performance.md, "Round six")."""
 # The library's SQLite pool keeps 5 connections and closes any more as they come back, so a
 # server with 16 request threads kept opening new ones; pool connections open lazily.
 SQLITE_POOL_SIZE = 32
+
+
+NOT_DUE = -1
+"""`Progress.restart_below` while no write has to finish a checkpoint."""
+
+
+class Progress(ctypes.Structure):
+    """Where the WAL's checkpoints stand: the rows committed since the last one, and the WAL's
+    frames at the last one until a write has seen the WAL start over (`Checkpointer.finish`;
+    NOT_DUE once one has). Plain memory, or memory the workers of one server share."""
+
+    _fields_ = (("rows", ctypes.c_long), ("restart_below", ctypes.c_long))
 
 
 class Checkpointer:
@@ -72,42 +85,42 @@ class Checkpointer:
     with the first checkpoint due, so a process that commits little never has one; the last
     connection to close checkpoints what is left (SQLite's own rule).
 
-    The worker processes of one server count their rows together (`share`): counted apart,
-    each of N workers checkpointed after its own CHECKPOINT_ROWS, so the WAL (and what a power
-    cut can take) grew with N, to about N times SQLite's 1,000 pages when their checkpoints
-    came due together.
+    The worker processes of one server share this progress (`share`, `Progress`): the rows
+    counted towards the next checkpoint, and whether a write must finish the last one, so
+    whichever worker writes next finishes it. Counted apart, each of N workers checkpointed
+    after its own CHECKPOINT_ROWS, and the WAL (and what a power cut can take) grew with N, to
+    about N times SQLite's 1,000 pages when their checkpoints came due together.
     """
 
     def __init__(self, db_name: str, timeout: float):
         self._db_name = db_name
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._rows = ctypes.c_long(0)
-        """Rows committed since the last checkpoint: by this process, or (`share`) by every
-        worker process of its server."""
+        self._progress = Progress(0, NOT_DUE)
+        """This process's, or (`share`) that of every worker process of its server."""
         self._due = threading.Event()
-        self._restart_below: int | None = None
-        """The WAL's frames at the last checkpoint, until a write has seen the WAL start over."""
         self._closing = False
         self._thread: threading.Thread | None = None
 
-    def share(self, rows: ctypes.c_long) -> None:
-        """Count rows in `rows` (`shared_rows`), with the other worker processes of the server.
+    def share(self, progress: Progress) -> None:
+        """Keep the progress in `progress` (`shared_progress`), with the other worker
+        processes of the server.
 
-        A save adds to it while it holds the turn that the workers' saves share
-        (storage/group_commit.py); a write outside a save (a key, a webhook) may race another
-        process's, and a lost update only delays a checkpoint by that write's rows."""
-        self._rows = rows
+        Saves update it while they hold the turn that the workers' saves share
+        (storage/group_commit.py). A write outside a save (a key, a webhook), or a save whose
+        turn timed out, may race another process's: a lost update moves the next checkpoint
+        by one commit's rows, or has one more write try to finish the last, no more."""
+        self._progress = progress
 
     def committed(self, rows: int) -> None:
         """Count a commit's rows; wake the thread (starting it the first time) when a
         checkpoint is due."""
         with self._lock:
-            counted = self._rows.value + rows
+            counted = self._progress.rows + rows
             if counted < CHECKPOINT_ROWS or self._closing:
-                self._rows.value = counted
+                self._progress.rows = counted
                 return
-            self._rows.value = 0
+            self._progress.rows = 0
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="titen-sqlite-checkpoint", daemon=True
@@ -123,8 +136,8 @@ class Checkpointer:
         (another worker's, say), so each transaction tries until one has: until a try finds
         fewer frames in the WAL than the last (the thread's, or the previous try's). Each try
         copies only the frames appended since the one before."""
-        restart_below = self._restart_below
-        if restart_below is None:
+        restart_below = self._progress.restart_below
+        if restart_below == NOT_DUE:
             return
         try:
             frames = _checkpoint(cursor)
@@ -133,9 +146,9 @@ class Checkpointer:
             frames = -1  # give up, not fail once per command: the next checkpoint tries again
         if frames is None:
             return
-        with self._lock:  # unless the thread has checkpointed again meanwhile
-            if self._restart_below == restart_below:
-                self._restart_below = None if frames < restart_below else frames
+        with self._lock:  # unless a checkpoint has run again meanwhile
+            if self._progress.restart_below == restart_below:
+                self._progress.restart_below = NOT_DUE if frames < restart_below else frames
 
     def close(self) -> None:
         """Stop the thread after the checkpoint it may be running."""
@@ -156,9 +169,9 @@ class Checkpointer:
                 except Exception:  # any: a thread that ended would leave the WAL to grow
                     _failed()
                     continue
-                if frames is not None:
+                if frames:  # none: the WAL is empty, nothing to start over
                     with self._lock:
-                        self._restart_below = frames
+                        self._progress.restart_below = frames
         finally:
             if connection is not None:
                 connection.close()
@@ -170,10 +183,10 @@ class Checkpointer:
         return not self._closing
 
 
-def shared_rows() -> ctypes.c_long:
-    """A count of rows in memory that forked processes share: made by a server before it forks
-    its workers, then shared by each worker's Checkpointer (`Checkpointer.share`)."""
-    return RawValue(ctypes.c_long, 0)
+def shared_progress() -> Progress:
+    """A Progress in memory that forked processes share: made by a server before it forks its
+    workers, then kept by each worker's Checkpointer (`Checkpointer.share`)."""
+    return RawValue(Progress, 0, NOT_DUE)
 
 
 def _checkpoint(connection: sqlite3.Connection | sqlite3.Cursor) -> int | None:
@@ -323,13 +336,13 @@ class TunedSQLiteRecorder(InlineRecording, SQLiteApplicationRecorder):
             old.close()
         super().__init__(datastore, **kwargs)
 
-    def share_rows(self, rows: ctypes.c_long) -> None:
-        """Count the rows written towards a checkpoint in `rows`, which the worker processes of
-        one server share (`shared_rows`, `Checkpointer.share`)."""
+    def share_checkpoints(self, progress: Progress) -> None:
+        """Keep the WAL checkpoints' progress in `progress`, which the worker processes of one
+        server share (`shared_progress`, `Checkpointer.share`)."""
         pool = self.datastore.pool
         assert isinstance(pool, TunedSQLitePool)  # put there by __init__
         if pool.checkpointer is not None:
-            pool.checkpointer.share(rows)
+            pool.checkpointer.share(progress)
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -69,7 +69,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         from titen.api.rest.logs import configure, default_format
         from titen.api.rest.server import announce, listeners, serve
         from titen.service.bootstrap import bootstrap
-        from titen.storage.sqlite import shared_rows
+        from titen.storage.sqlite import shared_progress
 
         configure(settings.log_format or default_format())
         sock, metrics_sock = listeners(settings)
@@ -80,11 +80,15 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         # queue on its table lock and are woken at once, and a turn there measured slower.
         sqlite = opened.database.kind == "sqlite"
         turn = SharedMutex() if sqlite else None
-        rows = shared_rows() if sqlite else None  # counted together towards WAL checkpoints
+        checkpoints = shared_progress() if sqlite else None  # the WAL's, kept together
 
         def work(slot: int) -> None:
             services = bootstrap(
-                url, pool_size=settings.pool_size, catch_up=False, turn=turn, shared_rows=rows
+                url,
+                pool_size=settings.pool_size,
+                catch_up=False,
+                turn=turn,
+                checkpoints=checkpoints,
             )
             try:
                 serve(services, settings, sock, metrics_sock, shares.join(slot))

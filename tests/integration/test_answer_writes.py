@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from titen.api.rest.connections import Channel, Server, listen
+from tests.support import eventually
+from titen.api.rest.connections import WATCH_CLIENT, Channel, Server, listen
 from titen.api.rest.poller import Poller
 from titen.api.rest.settings import ServerSettings
 
@@ -129,27 +130,57 @@ def test_the_loop_keeps_off_a_writing_connection_until_the_thread_waits_for_it()
         server.close()
 
 
-def test_a_connection_that_counts_as_idle_tells_the_loop_of_output_left_to_send():
-    """A stream's or a long-poll's connection counts as idle, so the loop stops asking it:
-    what its thread leaves in the buffer, and a 100 Continue queued for a request read behind
-    it, must be told (api/rest/poller.py), or they would wait for the loop's next rescan."""
-    server = Server(answer, ServerSettings(), 2, listen("127.0.0.1", 0))
+@contextmanager
+def channel_of(app: Callable[..., list[bytes]]) -> Iterator[tuple[Channel, socket.socket]]:
+    """A connection of a server whose loop does not run (its request threads do), and the
+    client's end: what the connection tells the loop stays in `server.poller.told`."""
+    server = Server(app, ServerSettings(), 2, listen("127.0.0.1", 0))
     ours, theirs = socket.socketpair()
+    theirs.settimeout(5)
     try:
         channel = Channel(server, ours, ("127.0.0.1", 0), server.adj, map={})
-        told = server.poller.told
-        channel.watch(lambda: None)
-        assert channel.idle()
-        told.clear()
-        channel.write_soon(b"x" * 4 * 1024 * 1024)  # more than the socket takes: the rest is
-        assert channel.total_outbufs_len and list(told) == [ours.fileno()]  # left to the loop
-        told.clear()
-        channel.on_gone = None
-        channel.received(
-            b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
-        )
-        assert channel.sent_continue and list(told) == [ours.fileno()]
+        server.poller.told.clear()
+        yield channel, theirs
     finally:
         theirs.close()
         ours.close()
         server.close()
+
+
+def watching(environ: dict, start_response: Callable[..., object]) -> list[bytes]:
+    environ[WATCH_CLIENT](lambda: None)  # as a stream or a long-poll does
+    return answer(environ, start_response)
+
+
+def test_a_watched_connection_tells_the_loop_of_output_left_and_of_its_request_end():
+    """A stream's or a long-poll's connection counts as idle, so the loop stops asking it
+    (api/rest/poller.py): what its thread leaves in the buffer, and the end of its request,
+    must be told, or they would wait for the loop's next rescan."""
+    with channel_of(watching) as (channel, client):
+        told = channel.server.poller.told
+        channel.received(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")  # served on a request thread
+        assert client.recv(65536).endswith(b"answer")  # the thread sent it all itself
+        fd = channel._fileno
+        eventually(lambda: list(told) == [fd, fd], "its watch, then its request's end, is told")
+        channel.watch(lambda: None)
+        told.clear()
+        channel.write_soon(b"x" * 4 * 1024 * 1024)  # more than the socket takes: the rest is
+        assert channel.total_outbufs_len and list(told) == [channel._fileno]  # the loop's
+
+
+def test_an_unwatched_request_tells_the_loop_nothing_but_a_100_continue_it_queued():
+    """A connection whose request is served is asked at every pass, so its end needs no tell;
+    a 100 Continue its thread queues as the request ends, for a request read partly behind it,
+    does: the connection is idle by then."""
+    with channel_of(answer) as (channel, client):
+        told = channel.server.poller.told
+        channel.received(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert client.recv(65536).endswith(b"answer")
+        eventually(lambda: not channel.requests, "the request ended")
+        assert not told
+        channel.received(
+            b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+            b"POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+        )
+        eventually(lambda: channel.sent_continue, "the 100 Continue is queued")
+        eventually(lambda: list(told) == [channel._fileno], "the 100 Continue is told")

@@ -8,6 +8,7 @@ held: 8 to 17 frames of 4 KiB per acquire here.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -113,9 +114,9 @@ def test_the_workers_of_one_server_count_their_rows_together(tmp_path):
     checkpoint falls due after CHECKPOINT_ROWS rows of both together, as for one process, not
     after that many of each (which let the WAL grow with the number of workers)."""
     alone = bootstrap(f"sqlite:///{tmp_path / 'alone.db'}", pool_size=4)
-    rows = titen_sqlite.shared_rows()
+    progress = titen_sqlite.shared_progress()
     url = f"sqlite:///{tmp_path / 'shared.db'}"
-    workers = [bootstrap(url, pool_size=4, shared_rows=rows) for _ in range(2)]
+    workers = [bootstrap(url, pool_size=4, checkpoints=progress) for _ in range(2)]
     try:
         one_process = acquires_until_a_checkpoint([alone])
         two_workers = acquires_until_a_checkpoint(workers)
@@ -124,3 +125,33 @@ def test_the_workers_of_one_server_count_their_rows_together(tmp_path):
         alone.close()
         for worker in workers:
             worker.close()
+
+
+def test_whichever_worker_writes_next_finishes_a_checkpoint(tmp_path):
+    """The checkpoint runs in the worker whose commit made it due; the next write of any
+    worker finishes it, so the WAL starts over although that worker may write little."""
+    progress = titen_sqlite.shared_progress()
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    workers = [bootstrap(url, pool_size=4, checkpoints=progress) for _ in range(2)]
+    try:
+        acquires_until_a_checkpoint(workers)
+        eventually(lambda: progress.restart_below != titen_sqlite.NOT_DUE, "a checkpoint ran")
+        [other] = [worker for worker in workers if checkpoint_thread(worker) is None]
+        for n in range(1000, 1010):
+            acquire(other, n)
+        assert progress.restart_below == titen_sqlite.NOT_DUE
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+def test_the_progress_is_shared_with_workers_forked_after_it_is_made(tmp_path):
+    progress = titen_sqlite.shared_progress()
+    pid = os.fork()
+    if pid == 0:  # the worker: count a commit's rows, as its saves do
+        checkpointer = titen_sqlite.Checkpointer(f"file:{tmp_path / 'x.db'}", timeout=1)
+        checkpointer.share(progress)
+        checkpointer.committed(100)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and progress.rows == 100

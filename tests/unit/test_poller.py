@@ -106,15 +106,20 @@ def test_a_busy_connection_is_asked_at_every_pass_and_a_rescan_asks_all(pairs):
     assert (busy.asked(), quiet.asked()) == (1, 1)
 
 
-def test_a_rescan_asked_for_while_asking_does_not_wait_for_the_timeout(pairs):
+@pytest.mark.parametrize("change", ["rescan", "told"])
+def test_a_change_made_while_asking_does_not_wait_for_the_timeout(pairs, change):
     """The server's maintenance runs inside its `readable()`, as waitress's does, and may mark
-    any connection to close: the pass must not wait out its timeout before acting on that."""
+    any connection to close (a rescan); a thread may tell of a change meanwhile: the pass must
+    not wait out its timeout before acting on either."""
     ours, _ = pair(pairs)
     server = Dispatcher(ours, idle=False, readable=False)
     poller = Poller({ours.fileno(): server})
 
     def maintenance() -> bool:
-        poller.rescan = True
+        if change == "rescan":
+            poller.rescan = True
+        else:
+            poller.changed(ours.fileno())
         return False
 
     server.readable = maintenance  # type: ignore[method-assign]
