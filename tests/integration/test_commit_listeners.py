@@ -9,11 +9,31 @@ created (found by tests/e2e/test_fault_soak.py).
 from __future__ import annotations
 
 import logging
+from uuid import UUID
 
 import psycopg
 import pytest
 
+from titen.domain.lease import Holding
+from titen.service.application import Committed
 from titen.service.bootstrap import Services
+
+
+def acquire_r(services: Services) -> Committed[Holding]:
+    """agent_alice acquires acme's deploy "r"."""
+    return services.app.acquire_lease(
+        organization="acme",
+        holder="agent_alice",
+        resource_type="deploy",
+        resource_id="r",
+        purpose="p",
+        ttl_seconds=60,
+    )
+
+
+def key_of_r(services: Services) -> UUID:
+    """The lease key of acme's deploy "r"."""
+    return services.app.resource_keys.of("acme", "deploy", "r")
 
 
 @pytest.mark.parametrize(
@@ -28,17 +48,12 @@ def test_a_failing_commit_listener_leaves_the_command_done(
         raise failure
 
     services.app.on_commit.append(listener)
-    committed = services.app.acquire_lease(
-        organization="acme",
-        holder="agent_alice",
-        resource_type="deploy",
-        resource_id="r",
-        purpose="p",
-        ttl_seconds=60,
-    )
-    key = services.app.resource_keys.of("acme", "deploy", "r")
+    committed = acquire_r(services)
     holding = services.app.lease_holding(
-        lease_key=key, lease_id=committed.value.lease_id, by="agent_alice", as_operator=False
+        lease_key=key_of_r(services),
+        lease_id=committed.value.lease_id,
+        by="agent_alice",
+        as_operator=False,
     )
     assert holding.lease_id == committed.value.lease_id
     [record] = [r for r in caplog.records if "commit listener" in r.getMessage()]
@@ -50,16 +65,9 @@ def test_commit_listeners_learn_the_organizations_whose_event_logs_grew(services
     services.app.on_commit.append(
         lambda position, organizations: told.append((position, organizations))
     )
-    acquired = services.app.acquire_lease(
-        organization="acme",
-        holder="agent_alice",
-        resource_type="deploy",
-        resource_id="r",
-        purpose="p",
-        ttl_seconds=60,
-    )
+    acquired = acquire_r(services)
     services.app.release_lease(
-        lease_key=services.app.resource_keys.of("acme", "deploy", "r"),
+        lease_key=key_of_r(services),
         lease_id=acquired.value.lease_id,
         by="agent_alice",
         as_operator=False,
