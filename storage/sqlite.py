@@ -39,9 +39,9 @@ SQLITE_PRAGMAS = (
 )
 CHECKPOINT_ROWS = 750
 """Rows a server writes (all its worker processes together) between two WAL checkpoints (see
-Checkpointer). Commands write 1.0-1.4
-pages per row (measured: 12 rows in 16.5 pages for a lone acquire, 7.4 in 7.8 per acquire in
-batches), so this is about the 1,000 pages at which SQLite checkpoints by itself. With
+Checkpointer). Commands write 1.0-1.4 pages per row (measured: 12 rows in 16.5 pages for a lone
+acquire, 7.4 in 7.8 per acquire in batches), so this is about the 1,000 pages at which SQLite
+checkpoints by itself. With
 synchronous=NORMAL a checkpoint is also when the WAL is synced: this bounds what a power cut can
 take as SQLite's default did. Rows, not commits: a batch of commands is one commit."""
 STATEMENT_CACHE = 128
