@@ -78,9 +78,9 @@ def password_refusing_server() -> Iterator[int]:
     def answer(conn: socket.socket) -> None:
         with conn:
             while True:
-                length = struct.unpack("!I", conn.recv(4))[0]
-                code = struct.unpack("!I", conn.recv(4))[0]
-                conn.recv(length - 8)
+                length = struct.unpack("!I", conn.recv(4, socket.MSG_WAITALL))[0]
+                code = struct.unpack("!I", conn.recv(4, socket.MSG_WAITALL))[0]
+                conn.recv(length - 8, socket.MSG_WAITALL)
                 if code in (80877103, 80877104):  # SSLRequest, GSSENCRequest: not offered
                     conn.sendall(b"N")
                     continue
