@@ -17,12 +17,14 @@ open that many files. What waitress does not offer is added in small subclasses:
   connection, and the client may lose the answer it was about to read);
 - `Task` ends a HEAD answer at its head: waitress writes the last-chunk marker of a chunked
   answer (an event stream's) even for HEAD, a stray body that corrupts the connection's next
-  answer;
+  answer; and it sends an answer's head with the first bytes of its body, not alone;
 - `Server.readable` accepts new connections only while this worker's share of them allows
   (api/rest/balance.py), when it is one of several workers on one port;
 - `Server.run` polls with `Poller` (api/rest/poller.py), which asks again only the connections
   that may have changed, not every open one at every pass: `Channel.idle` says when one need
-  not be asked, and `Channel.tell_loop` is how a request's thread says it changed;
+  not be asked, and `Channel.tell_loop` is how a request's thread says it changed; and
+  `Server.pull_trigger` does not wake the loop at a request's end when the client's next
+  request will (`Channel.loop_will_hear`), as waitress's thread does after every request;
 - `Channel.watch` (offered to the app as `WATCH_CLIENT` in the request's environ) keeps reading
   a connection while its request waits, as a stream or a long-poll does, so that a client
   closing it is seen at once, and the waiter woken, instead of at the next write (waitress
@@ -38,6 +40,7 @@ import logging
 import re
 import resource
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +60,8 @@ from titen.api.rest.settings import ServerSettings
 from titen.api.rest.signals import stop_requested
 
 log = logging.getLogger("titen.server")
+_serving = threading.local()
+"""`channel`: the connection whose request this thread serves (`Channel.service`)."""
 
 MAX_HEAD_BYTES = 64 * 1024
 OBS_FOLD = re.compile(rb"\r\n[ \t]")
@@ -161,6 +166,19 @@ class Task(WSGITask):
             if on_gone is not None:  # it counted as idle: the loop must ask it again
                 self.channel.tell_loop()
 
+    def write(self, data: bytes) -> None:
+        """Waitress's, with the head sent in one piece with the first bytes of the body.
+        Waitress sends the head alone, then the body: two system calls and two segments per
+        answer, and a client woken by the head alone waits again for the body."""
+        if self.wrote_header or not data:
+            super().write(data)
+            return
+        self.channel.holding = True
+        try:
+            super().write(data)
+        finally:
+            self.channel.release()
+
     def finish(self) -> None:
         if self.request.command == "HEAD":
             if not self.wrote_header:
@@ -182,6 +200,10 @@ class Channel(HTTPChannel):
     """Set while a request waits watching its connection (`watch`): called when it closes."""
     writing = False
     """Whether a request's thread is writing its answer (`write_soon`), sending it itself."""
+    holding = False
+    """Whether the next `write_soon` is held back, to go out with the one after it (a head
+    with its body, `Task.write`)."""
+    held = b""
 
     def __init__(self, server: Server, sock: socket.socket, addr: Any, adj: Any, map: Any = None):
         super().__init__(server, sock, addr, adj, map)
@@ -218,6 +240,25 @@ class Channel(HTTPChannel):
         request is being served on it, or only one that waits watching it (`watch`), whose
         thread tells the loop of each write and of its end."""
         return not self.requests or self.on_gone is not None
+
+    def service(self) -> None:
+        """Waitress's, with this connection known to the request's thread as the one it serves
+        (`Server.pull_trigger`)."""
+        _serving.channel = self
+        try:
+            super().service()
+        finally:
+            _serving.channel = None
+
+    def loop_will_hear(self) -> bool:
+        """Whether the loop needs no wake-up for this connection: no request is left on it,
+        it only reads, and the loop's registration for reading is in place, so the client's
+        next bytes wake the loop."""
+        return (
+            not self.requests
+            and self.readable()  # waitress's is false while output waits or it will close
+            and self.server.poller.reading(self._fileno, self)
+        )
 
     def tell_loop(self) -> None:
         """This connection's answers to the loop may have changed while it counts as idle:
@@ -278,6 +319,11 @@ class Channel(HTTPChannel):
         docs/performance.md "Round seven"). Whatever the thread could not send is the
         loop's once it is done, so it wakes the loop then.
         """
+        if self.holding:
+            self.holding, self.held = False, data
+            return len(data)
+        if self.held:  # else `data` may be a file's buffer (waitress's wsgi.file_wrapper)
+            data, self.held = self.held + data, b""
         self.writing = True
         try:
             return super().write_soon(data)
@@ -285,6 +331,12 @@ class Channel(HTTPChannel):
             self.writing = False
             if self.connected and super().writable():  # as waitress wakes it (`service`)
                 self.tell_loop()  # a watched connection's output, the loop's now
+
+    def release(self) -> None:
+        """Write what is held back, if anything (a head whose body was not written)."""
+        self.holding = False
+        if self.held:
+            self.write_soon(b"")
 
     def handle_read(self) -> None:
         if not self.draining_until:
@@ -407,6 +459,14 @@ class Server(TcpWSGIServer):
             self.task_dispatcher.shutdown()
         finally:
             self.poller.close()
+
+    def pull_trigger(self) -> None:
+        """Waitress's wake-up of the loop, skipped when a request's thread ends its request
+        on a connection the loop will hear from anyway (`Channel.loop_will_hear`)."""
+        channel = getattr(_serving, "channel", None)
+        if channel is not None and channel.loop_will_hear():
+            return
+        super().pull_trigger()
 
     def _end_waits(self) -> None:
         self.stopping = True

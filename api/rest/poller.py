@@ -18,11 +18,16 @@ through a thread that tells the loop; one without `idle` is never idle. `idle()`
 
 A registration may be wider than what its dispatcher wants now: it is widened at once, but
 narrowed only when it reports something not wanted (which is then not handled, as `poll2`
-would not have reported it). A keep-alive connection wants nothing while its request is
-served and to read again after: narrowing at once cost two `epoll_ctl` calls per request, and
-`GET /healthz` at 16 connections 0.01-0.02 ms of CPU each (docs/performance.md, "Round ten").
-Only reading is narrowed late: a socket is nearly always writable, so a registration wider by
-writing would be reported at the very next pass anyway.
+would not have reported it). The dispatcher is asked again first: a connection asked while
+its request was served reads again once the request ends, and its thread does not wake the
+loop for that when the registration for reading is still in place (api/rest/connections.py,
+`Channel.loop_will_hear`): the client's next request is what wakes it.
+
+A keep-alive connection wants nothing while its request is served and to read again after:
+narrowing at once cost two `epoll_ctl` calls per request, and `GET /healthz` at 16
+connections 0.01-0.02 ms of CPU each (docs/performance.md, "Round ten"). Only reading is
+narrowed late: a socket is nearly always writable, so a registration wider by
+writing would be reported at the very next pass anyway (narrowed, it keeps its reading).
 """
 
 from __future__ import annotations
@@ -89,7 +94,7 @@ class Poller:
             entry = self.registered.get(fd)
             if entry is None:
                 continue
-            handled = events & (entry.wanted | HANGUP) if entry.wanted else 0
+            handled = self._handled(fd, entry, events)
             if handled != events:
                 self._narrow(fd, entry)
             if handled and self.map.get(fd) is entry.dispatcher:
@@ -97,6 +102,21 @@ class Poller:
 
     def close(self) -> None:
         self.epoll.close()
+
+    def reading(self, fd: int, dispatcher: Any) -> bool:
+        """Whether `fd` is registered for reading, for `dispatcher` (from any thread). A
+        registration loses reading only when it reported something not wanted (`_narrow`),
+        or when its dispatcher is gone: in the first case the descriptor is asked again
+        before the loop waits, so a thread that saw it registered needs not wake the loop."""
+        entry = self.registered.get(fd)
+        return entry is not None and entry.dispatcher is dispatcher and bool(entry.flags & READ)
+
+    def _handled(self, fd: int, entry: Registration, events: int) -> int:
+        """What of `events` the dispatcher wants handled; asked again if it wanted less when
+        last asked (a request served then may have ended since, and it may read again)."""
+        if events & ~(entry.wanted | HANGUP) and self.map.get(fd) is entry.dispatcher:
+            entry.wanted = _flags(entry.dispatcher) & entry.flags
+        return events & (entry.wanted | HANGUP) if entry.wanted else 0
 
     def _to_ask(self) -> set[int]:
         asking, self.asking = self.asking, set()
@@ -130,15 +150,16 @@ class Poller:
             entry.wanted = wanted
             if not wanted & ~entry.flags and not entry.flags & ~wanted & WRITE:
                 return True  # within the registration (but writability, reported at once)
-            if not wanted:
+            flags = wanted | entry.flags & READ  # reading is narrowed only late (`_narrow`)
+            if not flags:
                 self._unregister(fd)
                 return True
             try:
-                self.epoll.modify(fd, wanted)
+                self.epoll.modify(fd, flags)
             except OSError:
                 del self.registered[fd]
                 return False
-            entry.flags = wanted
+            entry.flags = flags
             return True
         self._unregister(fd)  # another dispatcher's, on a reused descriptor number
         if not wanted:

@@ -8,6 +8,7 @@ the thread let go (27 passes per acquire at 16 connections, docs/performance.md 
 
 from __future__ import annotations
 
+import io
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from waitress.server import BaseWSGIServer
 
 from tests.support import eventually
 from titen.api.rest.connections import WATCH_CLIENT, Channel, Server, listen
@@ -195,3 +197,142 @@ def test_an_unwatched_request_tells_the_loop_nothing_but_a_100_continue_it_queue
         )
         eventually(lambda: channel.sent_continue, "the 100 Continue is queued")
         eventually(lambda: list(told) == [channel._fileno], "the 100 Continue is told")
+
+
+@pytest.fixture
+def sends(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """What connections send, one item per system call."""
+    sent: list[bytes] = []
+    send = Channel.send
+
+    def counting(self: Channel, data: bytes, do_close: bool = True) -> int:
+        count = send(self, data, do_close=do_close)
+        sent.append(bytes(data[:count]))
+        return count
+
+    monkeypatch.setattr(Channel, "send", counting)
+    return sent
+
+
+def not_modified(environ: dict, start_response: Callable[..., object]) -> list[bytes]:
+    start_response("304 Not Modified", [])
+    return [b"a body a 304 may not carry"]
+
+
+@pytest.mark.parametrize(
+    "app, request_line, ends_with",
+    [
+        (answer, b"GET / HTTP/1.1", b"\r\n\r\nanswer"),
+        (not_modified, b"GET / HTTP/1.1", b"\r\n\r\n"),
+    ],
+    ids=["head and body", "no body allowed"],
+)
+def test_an_answer_goes_out_in_one_send(sends, app, request_line, ends_with):
+    """Waitress sends a head alone, then the body: the head waits for the body's first bytes
+    and goes with them (`Task.write`), or alone if no body follows."""
+    with channel_of(app) as (channel, client):
+        channel.received(request_line + b"\r\nHost: t\r\n\r\n")
+        eventually(lambda: not channel.requests, "the request ended")
+        assert len(sends) == 1 and sends[0].endswith(ends_with), sends
+        assert client.recv(65536) == sends[0]
+
+
+@pytest.fixture
+def wakes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the loop was woken through its trigger, and how many times a connection's
+    registration was narrowed, counted as they happen."""
+    counted = [0, 0]
+
+    def counting(index: int, method: Callable[..., None]) -> Callable[..., None]:
+        def counted_call(*args: Any) -> None:
+            counted[index] += 1
+            method(*args)
+
+        return counted_call
+
+    monkeypatch.setattr(BaseWSGIServer, "pull_trigger", counting(0, BaseWSGIServer.pull_trigger))
+    monkeypatch.setattr(Poller, "_narrow", counting(1, Poller._narrow))
+    return counted
+
+
+def connect(server: Server) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.socket.getsockname()[1]), timeout=10)
+
+
+GET = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+@contextmanager
+def patient(server: Server) -> Iterator[None]:
+    """The server's loop waits up to a minute a pass, not a second: a wake missed leaves a
+    request unread longer than its client waits for the answer."""
+    poll = server.poller.poll
+    server.poller.poll = lambda timeout: poll(60)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del server.poller.poll
+        server.pull_trigger()  # out of its long wait
+
+
+def test_a_kept_alive_connection_wakes_the_loop_through_its_client_not_its_threads(wakes):
+    """Waitress's request thread wakes the loop as each request ends, to read the connection
+    again; here the loop still has it registered for reading, so the client's next request
+    wakes it instead (`Server.pull_trigger`), and it is asked again then (api/rest/poller.py).
+    A wake missed would leave a request unread for the loop's whole timeout."""
+    with serve(answer) as server, connect(server) as client, patient(server):
+        client.sendall(GET)
+        read_answer(client)
+        (channel,) = server.active_channels.values()
+        for _ in range(30):
+            # Sent before the request's end, the next request finds the loop narrowing the
+            # registration (it reads nothing while a request is served): then it is woken.
+            eventually(lambda: not channel.requests, "the request ended")
+            client.sendall(GET)
+            read_answer(client)
+        assert wakes == [0, 0]  # waitress's thread: 31 wakes
+
+
+def test_a_request_sent_while_another_is_served_is_read_when_that_one_ends(wakes):
+    """The second request makes the loop narrow the connection's registration (it reads no
+    more while a request is served): the first one's end must then wake the loop."""
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(environ: dict, start_response: Callable[..., object]) -> list[bytes]:
+        if environ["PATH_INFO"] == "/slow":
+            entered.set()
+            release.wait(10)
+        return answer(environ, start_response)
+
+    with serve(slow) as server, connect(server) as client, patient(server):
+        client.sendall(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert entered.wait(10)
+        client.sendall(GET)
+        eventually(lambda: wakes[1] == 1, "the registration is narrowed")
+        release.set()
+        answers = read_answer(client)
+        while answers.count(b"answer") < 2:
+            answers += read_answer(client)
+
+
+def test_a_connection_closed_after_its_answer_wakes_the_loop_to_close_it():
+    """The answer's thread has sent it all, and the loop still reads the connection: it must
+    be woken all the same, to close it."""
+    with serve(answer) as server, connect(server) as client, patient(server):
+        client.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        received = b""
+        while chunk := client.recv(65536):
+            received += chunk
+        assert received.endswith(b"answer")
+
+
+def test_a_file_answer_reaches_the_client_whole():
+    """Waitress sends a file (`wsgi.file_wrapper`) through the connection as a buffer, not as
+    bytes, after the head written alone."""
+
+    def a_file(environ: dict, start_response: Callable[..., object]) -> Any:
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "6")])
+        return environ["wsgi.file_wrapper"](io.BytesIO(b"answer"))
+
+    with serve(a_file) as server:
+        assert get(server).endswith(b"\r\n\r\nanswer")

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from titen.api.rest.poller import Poller
+from titen.api.rest.poller import READ, Poller
 
 
 class Dispatcher:
@@ -22,6 +22,7 @@ class Dispatcher:
         self.sock = sock
         self.is_idle = idle
         self.is_readable = readable
+        self.is_writable = False
         self.calls: list[str] = []
 
     def idle(self) -> bool:
@@ -34,11 +35,14 @@ class Dispatcher:
 
     def writable(self) -> bool:
         self.calls.append("writable")
-        return False
+        return self.is_writable
 
     def handle_read_event(self) -> None:
         self.calls.append("read")
         self.sock.recv(4096)
+
+    def handle_write_event(self) -> None:
+        self.calls.append("write")
 
     def handle_close(self) -> None:
         self.calls.append("close")
@@ -168,6 +172,40 @@ def test_a_registration_wider_than_wanted_is_narrowed_when_it_reports_the_rest(p
     started = time.monotonic()
     poller.poll(0.2)
     assert time.monotonic() - started >= 0.15
+
+
+def test_a_registration_reporting_what_was_not_wanted_asks_again_before_narrowing(pairs):
+    """A request's thread that ends its request does not wake the loop when the connection is
+    still registered for reading (api/rest/connections.py, `Channel.loop_will_hear`): the
+    client's next request does, and it is read at once, the registration kept as it is."""
+    ours, theirs = pair(pairs)
+    dispatcher = Dispatcher(ours)
+    poller = Poller({ours.fileno(): dispatcher})
+    poller.poll(0)
+    dispatcher.is_idle = False  # a request is being served, which ends, untold, while the
+    answers = iter([False, True])  # loop waits: it was asked before, and after, the end
+    dispatcher.readable = lambda: next(answers)  # type: ignore[method-assign]
+    poller.changed(ours.fileno())
+    assert delivered(poller, dispatcher, theirs)
+    assert poller.registered[ours.fileno()].flags == READ
+    assert poller.reading(ours.fileno(), dispatcher)
+    assert not poller.reading(ours.fileno(), Dispatcher(ours))  # another's, on that number
+
+
+def test_a_registration_narrowed_for_writing_keeps_its_reading(pairs):
+    """A request's thread skips the loop's wake-up when the connection is registered for
+    reading (`Poller.reading`): the loop may not drop that registration while it waits,
+    unless the descriptor reported something (it is asked again before the next wait)."""
+    ours, _ = pair(pairs)
+    dispatcher = Dispatcher(ours)
+    dispatcher.is_writable = True  # the loop sends what a thread left
+    poller = Poller({ours.fileno(): dispatcher})
+    poller.poll(0)
+    dispatcher.is_idle = dispatcher.is_readable = dispatcher.is_writable = False  # a request
+    poller.changed(ours.fileno())
+    poller.poll(0)
+    assert poller.registered[ours.fileno()].flags == READ
+    assert poller.reading(ours.fileno(), dispatcher)
 
 
 def test_a_descriptor_closed_by_another_thread_while_asked_is_asked_again(pairs):
