@@ -107,7 +107,7 @@ class Poller:
         """Whether `fd` is registered for reading, for `dispatcher` (from any thread). A
         registration loses reading only when it reported something not wanted (`_narrow`),
         or when its dispatcher is gone: in the first case the descriptor is asked again
-        before the loop waits, so a thread that saw it registered needs not wake the loop."""
+        before the loop waits, so a thread that saw it registered need not wake the loop."""
         entry = self.registered.get(fd)
         return entry is not None and entry.dispatcher is dispatcher and bool(entry.flags & READ)
 
