@@ -281,16 +281,15 @@ def test_a_kept_alive_connection_wakes_the_loop_through_its_client_not_its_threa
     wakes it instead (`Server.pull_trigger`), and it is asked again then (api/rest/poller.py).
     A wake missed would leave a request unread for the loop's whole timeout."""
     with serve(answer) as server, connect(server) as client, patient(server):
-        client.sendall(GET)
-        read_answer(client)
-        (channel,) = server.active_channels.values()
+        threads = server.task_dispatcher
         for _ in range(30):
-            # Sent before the request's end, the next request finds the loop narrowing the
-            # registration (it reads nothing while a request is served): then it is woken.
-            eventually(lambda: not channel.requests, "the request ended")
             client.sendall(GET)
             read_answer(client)
-        assert wakes == [0, 0]  # waitress's thread: 31 wakes
+            # Sent before the request's thread is done, the next request finds the loop
+            # narrowing the registration (it reads nothing while a request is served), or
+            # the thread a request on the connection: either wakes the loop.
+            eventually(lambda: threads.active_count == 0, "the request's thread is done")
+        assert wakes == [0, 0]  # waitress's thread: 30 wakes
 
 
 def test_a_request_sent_while_another_is_served_is_read_when_that_one_ends(wakes):
@@ -308,7 +307,7 @@ def test_a_request_sent_while_another_is_served_is_read_when_that_one_ends(wakes
         client.sendall(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n")
         assert entered.wait(10)
         client.sendall(GET)
-        eventually(lambda: wakes[1] == 1, "the registration is narrowed")
+        eventually(lambda: wakes[1] >= 1, "the registration is narrowed")
         release.set()
         answers = read_answer(client)
         while answers.count(b"answer") < 2:
