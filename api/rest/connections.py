@@ -24,7 +24,8 @@ open that many files. What waitress does not offer is added in small subclasses:
   that may have changed, not every open one at every pass: `Channel.idle` says when one need
   not be asked, and `Channel.tell_loop` is how a request's thread says it changed; and
   `Server.pull_trigger` does not wake the loop at a request's end when the client's next
-  request will (`Channel.loop_will_hear`), as waitress's thread does after every request;
+  request will (`Channel.loop_will_hear`), where waitress's thread wakes it after every
+  request;
 - `Channel.watch` (offered to the app as `WATCH_CLIENT` in the request's environ) keeps reading
   a connection while its request waits, as a stream or a long-poll does, so that a client
   closing it is seen at once, and the waiter woken, instead of at the next write (waitress
@@ -42,10 +43,12 @@ import resource
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from waitress.adjustments import Adjustments
+from waitress.buffers import ReadOnlyFileBasedBuffer
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
@@ -173,11 +176,8 @@ class Task(WSGITask):
         if self.wrote_header or not data:
             super().write(data)
             return
-        self.channel.holding = True
-        try:
+        with self.channel.head_held():
             super().write(data)
-        finally:
-            self.channel.release()
 
     def finish(self) -> None:
         if self.request.command == "HEAD":
@@ -201,9 +201,10 @@ class Channel(HTTPChannel):
     writing = False
     """Whether a request's thread is writing its answer (`write_soon`), sending it itself."""
     holding = False
-    """Whether the next `write_soon` is held back, to go out with the one after it (a head
-    with its body, `Task.write`)."""
+    """Whether the next `write_soon` is held back, to go out with the one after it
+    (`head_held`)."""
     held = b""
+    """What is held back: an answer's head, until its body's first bytes are written."""
 
     def __init__(self, server: Server, sock: socket.socket, addr: Any, adj: Any, map: Any = None):
         super().__init__(server, sock, addr, adj, map)
@@ -308,7 +309,7 @@ class Channel(HTTPChannel):
         close the connection after a failed send or a cancel (`will_close`)."""
         return bool(self.will_close or self.total_outbufs_len >= self.adj.outbuf_high_watermark)
 
-    def write_soon(self, data: bytes) -> int:
+    def write_soon(self, data: bytes | ReadOnlyFileBasedBuffer) -> int:
         """Waitress's, with the loop told to keep off while the request's thread writes.
 
         The thread appends to the output buffer and sends it at once, both holding the
@@ -322,8 +323,8 @@ class Channel(HTTPChannel):
         if self.holding:
             self.holding, self.held = False, data
             return len(data)
-        if self.held:  # else `data` may be a file's buffer (waitress's wsgi.file_wrapper)
-            data, self.held = self.held + data, b""
+        if self.held:  # the body's bytes: a file's buffer (wsgi.file_wrapper) is never held
+            data, self.held = self.held + bytes(data), b""
         self.writing = True
         try:
             return super().write_soon(data)
@@ -332,11 +333,18 @@ class Channel(HTTPChannel):
             if self.connected and super().writable():  # as waitress wakes it (`service`)
                 self.tell_loop()  # a watched connection's output, the loop's now
 
-    def release(self) -> None:
-        """Write what is held back, if anything (a head whose body was not written)."""
-        self.holding = False
-        if self.held:
-            self.write_soon(b"")
+    @contextmanager
+    def head_held(self) -> Iterator[None]:
+        """Hold the next `write_soon` (an answer's head) back, to go out in one send with the
+        one after it (the body's first bytes), or at the end of the block if none follows (a
+        304 drops the body)."""
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            if self.held:
+                self.write_soon(b"")
 
     def handle_read(self) -> None:
         if not self.draining_until:
@@ -464,7 +472,7 @@ class Server(TcpWSGIServer):
         """Waitress's wake-up of the loop, skipped when a request's thread ends its request
         on a connection the loop will hear from anyway (`Channel.loop_will_hear`)."""
         channel = getattr(_serving, "channel", None)
-        if channel is not None and channel.loop_will_hear():
+        if channel is not None and channel.server is self and channel.loop_will_hear():
             return
         super().pull_trigger()
 

@@ -265,14 +265,24 @@ GET = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
 @contextmanager
 def patient(server: Server) -> Iterator[None]:
     """The server's loop waits up to a minute a pass, not a second: a wake missed leaves a
-    request unread longer than its client waits for the answer."""
+    request unread longer than its client waits for the answer. At the end, the loop is woken
+    and seen to begin a pass that waits as long as it did before."""
     poll = server.poller.poll
-    server.poller.poll = lambda timeout: poll(60)  # type: ignore[method-assign]
+    patient, passes = [True], [0]
+
+    def waiting_long(timeout: float) -> None:
+        passes[0] += 1
+        poll(60 if patient[0] else timeout)
+
+    server.poller.poll = waiting_long  # type: ignore[method-assign]
     try:
         yield
     finally:
+        patient[0] = False
+        begun = passes[0]
+        server.pull_trigger()
+        eventually(lambda: passes[0] > begun, "the loop is out of its long wait")
         del server.poller.poll
-        server.pull_trigger()  # out of its long wait
 
 
 def test_a_kept_alive_connection_wakes_the_loop_through_its_client_not_its_threads(wakes):
