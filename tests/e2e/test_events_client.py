@@ -44,9 +44,11 @@ def test_events_pages_by_cursor_and_long_polls(server, keys):
         first = bob.events(limit=2)
         rest = bob.events(after=first.next_cursor)
         assert [e["data"]["lease_id"] for e in first.events + rest.events] == ids
-        threading.Timer(0.3, acquire, args=(alice, 9)).start()
+        later = threading.Timer(0.3, acquire, args=(alice, 9))
+        later.start()
         began = time.monotonic()
         waited = bob.events(after=rest.next_cursor, wait=10)
+        later.join()  # the long-poll may answer first: alice must not close under its request
         assert [e["data"]["resource_id"] for e in waited.events] == ["r9"]
         assert time.monotonic() - began < 5
         assert bob.events(after="latest", types=["handoff.created"]).events == []
