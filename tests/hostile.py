@@ -124,7 +124,8 @@ class Hostile:
                 self.most_at_once = max(self.most_at_once, self.open())
                 self._changed.notify_all()
             try:
-                self.behaviour(conn)
+                with contextlib.suppress(OSError):  # the client may hang up at any point,
+                    self.behaviour(conn)  # before the first byte sent too
             finally:
                 with self._changed:
                     connection.closed = time.monotonic()
