@@ -26,6 +26,8 @@ from eventsourcing.persistence import (
 from eventsourcing.sqlite import SQLiteTrackingRecorder, SQLiteTransaction
 
 Row = dict[str, Any]
+Held = tuple[Sequence[Any], Any]
+"""A row a merging writer holds: its values, and the writer's `source` when it was held."""
 PLAIN_INSERT = re.compile(r"INSERT INTO \{\w+\} VALUES \(%s(?:, %s)*\)")
 """A statement that `Writer` may merge with others of its kind: one row into one table, with
 no conflict clause and nothing returned."""
@@ -53,14 +55,17 @@ class Writer:
     `tables` renames tables in every statement (`{live}` becomes `{scratch}`), so a projection
     written for its live tables can be applied, unchanged, to scratch copies of them.
 
-    A `merging` writer holds back plain one-row INSERTs (PLAIN_INSERT) and sends those of one
-    table as one statement of many rows: before any other statement, so every statement still
-    sees the rows written before it, and at `flush`, which its owner calls before the
-    transaction ends. The rows of one table keep their order; only INSERTs into different
-    tables, which no other table's rows depend on, may change places. Each held row keeps the
-    writer's `source` at the time it was held, and a send of held rows that fails before it
-    reaches the server is raised as HeldRowsFailed with the failing row's source. An error the
-    server answered is raised as it is: in a pipeline it may be an earlier statement's.
+    A `merging` writer (PostgreSQL's) holds back plain one-row INSERTs (PLAIN_INSERT) and sends
+    them all as one statement: each table's rows as one INSERT of many rows, the tables' INSERTs
+    joined by WITH (each statement costs the client about as much as its rows, so a command's
+    four read-model rows cost one statement, not four). It sends them before any other
+    statement, so every statement still sees the rows written before it, and at `flush`, which
+    its owner calls before the transaction ends. The rows of one table keep their order; only
+    INSERTs into different tables, which no other table's rows depend on, may change places.
+    Each held row keeps the writer's `source` at the time it was held, and a send of held rows
+    that fails before it reaches the server is raised as HeldRowsFailed with the failing row's
+    source. An error the server answered is raised as it is: in a pipeline it may be an earlier
+    statement's.
     """
 
     def __init__(
@@ -74,7 +79,7 @@ class Writer:
         self._store = store
         self._cursor = cursor
         self._tables = dict(tables or {})
-        self._held: dict[str, list[tuple[Sequence[Any], Any]]] | None = {} if merging else None
+        self._held: dict[str, list[Held]] | None = {} if merging else None
         self.source: Any = None
         """Who writes the rows held from now on (the projector sets its read model, position
         and event before each apply)."""
@@ -87,38 +92,40 @@ class Writer:
         self._send(template, params)
 
     def flush(self) -> None:
-        """Send the INSERTs a merging writer holds: each table's rows in statements of up to
-        MERGED_ROWS rows."""
+        """Send the INSERTs a merging writer holds: one statement for every table's rows, or
+        several when a table has more than MERGED_ROWS (the n-th statement carries each table's
+        n-th MERGED_ROWS rows, so a table's rows still go in order)."""
         if not self._held:
             return
         held, self._held = self._held, {}
-        for template, rows in held.items():
-            into, row = template.split(" VALUES ")
-            for start in range(0, len(rows), MERGED_ROWS):
-                chunk = rows[start : start + MERGED_ROWS]
-                statement = f"{into} VALUES {', '.join([row] * len(chunk))}"
-                try:
-                    self._cursor.execute(
-                        self._store.sql(statement),
-                        [value for params, _ in chunk for value in params],
-                    )
-                except Exception as failed:
-                    if self._store.answered_by_server(failed):
-                        raise  # an earlier statement's, perhaps: the server does not say whose
-                    self._blame(template, chunk, failed)
+        chunks = {
+            template: [
+                rows[start : start + MERGED_ROWS] for start in range(0, len(rows), MERGED_ROWS)
+            ]
+            for template, rows in held.items()
+        }
+        for wave in range(max(len(table) for table in chunks.values())):
+            parts = [
+                (template, table[wave]) for template, table in chunks.items() if wave < len(table)
+            ]
+            try:
+                self._cursor.execute(*_joined(self._store, parts))
+            except Exception as failed:
+                if self._store.answered_by_server(failed):
+                    raise  # an earlier statement's, perhaps: the server does not say whose
+                self._blame(parts, failed)
 
-    def _blame(
-        self, template: str, rows: Sequence[tuple[Sequence[Any], Any]], failed: Exception
-    ) -> None:
+    def _blame(self, parts: Sequence[tuple[str, Sequence[Held]]], failed: Exception) -> None:
         """Raise HeldRowsFailed for the row that failed: the statement was refused before it
         was sent, so each row is sent alone until one fails. A failure of the whole statement
         only (an outage, say) is blamed on its first row."""
-        for params, source in rows:
-            try:
-                self._cursor.execute(self._store.sql(template), params)
-            except Exception as alone:
-                raise HeldRowsFailed(source) from alone
-        raise HeldRowsFailed(rows[0][1]) from failed
+        for template, rows in parts:
+            for params, source in rows:
+                try:
+                    self._cursor.execute(self._store.sql(template), params)
+                except Exception as alone:
+                    raise HeldRowsFailed(source) from alone
+        raise HeldRowsFailed(parts[0][1][0][1]) from failed
 
     def fetchall(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         self._send(self._renamed(template), params)  # never held: its rows are read at once
@@ -258,8 +265,8 @@ class ViewStore(TrackingRecorder, ABC):
     """Whether a command's inline write merges its read models' one-row INSERTs (`Writer`):
     on PostgreSQL each statement costs the client's Python about 20 us, under the events
     table's lock, and the server's refusal of a row is reported by a later statement or at the
-    pipeline's end anyway, whichever statement carried it. SQLite's statements run in C, and
-    each reports its own refusal."""
+    pipeline's end anyway, whichever statement carried it. SQLite's statements run in C, each
+    reports its own refusal, and SQLite has no INSERT inside WITH to join them by."""
 
     datastore: Any
     """The database the library's recorder opened: each backend's base sets its own kind."""
@@ -381,3 +388,21 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
             "SELECT rowid AS notification_id, originator_id, originator_version, topic, state"
             f" FROM {events_table} WHERE rowid > %s AND rowid <= %s ORDER BY rowid"
         )
+
+
+def _joined(store: ViewStore, parts: Sequence[tuple[str, Sequence[Held]]]) -> tuple[str, list[Any]]:
+    """One statement for held rows: each table's as one INSERT of many rows, the INSERTs after
+    the first joined to the last by WITH (PostgreSQL runs them all, in one snapshot)."""
+    inserts = []
+    for template, rows in parts:
+        into, row = template.split(" VALUES ")
+        inserts.append(f"{into} VALUES {', '.join([row] * len(rows))}")
+    *joined, last = inserts
+    if joined:
+        last = (
+            "WITH "
+            + ", ".join(f"w{n} AS ({insert})" for n, insert in enumerate(joined))
+            + f" {last}"
+        )
+    params = [value for _, rows in parts for params, _ in rows for value in params]
+    return store.sql(last), params

@@ -1,12 +1,12 @@
 """PostgreSQL as the event store: the library's recorder, with the read models written inline.
 
-The insert runs in one transaction in pipeline mode, in two round trips: BEGIN, the events
-table's EXCLUSIVE lock, NOTIFY, the events' insert (their notification ids) and a read of the
-database's clock; then, once the clock has been checked, still under the lock, the read models
-(storage/inline.py) and COMMIT. The lock is what keeps the log gap-free for readers
-(docs/leases.md): no other command can take a log position until this transaction has
-committed, so positions become visible in order and a reader that resumes after the last
-position it saw never skips one.
+The insert runs in one transaction in pipeline mode, in two round trips: BEGIN, the lock's
+timeout with NOTIFY, the events table's EXCLUSIVE lock, and the events' insert returning their
+notification ids and the database's clock; then, once the clock has been checked, still under
+the lock, the read models (storage/inline.py) and COMMIT. The lock is what keeps the log
+gap-free for readers (docs/leases.md): no other command can take a log position until this
+transaction has committed, so positions become visible in order and a reader that resumes after
+the last position it saw never skips one.
 
 A commit whose answer is lost (the connection dropped or stopped answering after the events
 were sent) may or may not have landed. Retrying it, as the library did, met its own events as a
@@ -34,7 +34,7 @@ from eventsourcing.postgres import (
     PostgresFactory,
 )
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.sql import SQL, Composable, Identifier
+from psycopg.sql import SQL, Composable, Identifier, Literal
 
 from titen.storage import deadlines, replication
 from titen.storage.clock import ClockCheck
@@ -47,6 +47,9 @@ LIBPQ_OPTIONS = "TITEN_LIBPQ_OPTIONS"
 """The library setting that carries the database URL's libpq parameters to the pool."""
 
 C = TypeVar("C", bound=type)
+RETURNING = "RETURNING notification_id, clock_timestamp() AS now"
+"""What the events' insert answers: their positions and the database's clock, read under the
+table lock (storage/clock.py checks the events' instants against it)."""
 VALUES_ROWS = 16
 """Saves of up to this many events send them as rows of VALUES, larger ones as four arrays
 (`InlinePostgresRecorder._insert_stored_events`): a statement per row count, each prepared
@@ -102,13 +105,12 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._sending = threading.local()  # the connection this thread's insert runs on
-        # The library's lock statements are composed (psycopg.sql), as its NOTIFY is.
+        # What the library's lock statements and NOTIFY do, in two statements, not three.
         self._before_insert = [
-            cast(Composable, statement).as_string()
-            for statement in (
-                *self.lock_table_statements,
-                SQL("NOTIFY {0}").format(Identifier(self.channel_name)),
-            )
+            SQL("SELECT set_config('lock_timeout', {0}, true), pg_notify({1}, '')")
+            .format(Literal(f"{self.datastore.lock_timeout}s"), Literal(self.channel_name))
+            .as_string(),
+            cast(Composable, self.lock_table_statements[-1]).as_string(),
         ]
         into = SQL("INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)")
         self._insert_into = into.format(
@@ -157,9 +159,11 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         self, curs: Any, stored_events: Sequence[StoredEvent], **_: Any
     ) -> None:
         """What the library sends (the lock's timeout, the table lock, NOTIFY, the insert
-        returning the events' positions), with two costs taken out of the time the table lock
-        is held, which every save in every process waits for (docs/performance.md, "Round
-        eight").
+        returning the events' positions), in fewer statements (the timeout and NOTIFY in one
+        SELECT, the database's clock returned by the insert: each statement costs the client
+        20 us of CPU, docs/performance.md, "Round twelve"), with two costs taken out of the
+        time the table lock is held, which every save in every process waits for
+        (docs/performance.md, "Round eight").
 
         In a pipeline psycopg sends each statement as it is executed, so the lock is taken on
         the server while this thread still builds the insert. The library composes its
@@ -185,12 +189,12 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             for event in stored_events
             for value in (event.originator_id, event.originator_version, event.topic, event.state)
         ]
-        curs.execute(f"{self._insert_into} VALUES {rows} RETURNING notification_id", values)
+        curs.execute(f"{self._insert_into} VALUES {rows} {RETURNING}", values)
 
     def _insert_as_arrays(self, curs: Any, stored_events: Sequence[StoredEvent]) -> None:
         curs.execute(
             f"{self._insert_into} SELECT * FROM unnest(%s::{self.datastore.originator_id_type}[],"
-            " %s::bigint[], %s::text[], %s::bytea[]) RETURNING notification_id",
+            f" %s::bigint[], %s::text[], %s::bytea[]) {RETURNING}",
             [
                 [event.originator_id for event in stored_events],
                 [event.originator_version for event in stored_events],
@@ -203,9 +207,9 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         self, conn: Any, stored_events: Sequence[StoredEvent], kwargs: dict[str, Any]
     ) -> Sequence[int]:
         """The insert's transaction in two round trips, each a pipeline that sends its
-        statements at once and waits at its end: BEGIN, the lock's timeout, the table lock,
-        NOTIFY, the insert (its positions) and the database's clock; then, once the clock has
-        been checked here, the read models' rows (which need those positions) and COMMIT.
+        statements at once and waits at its end: BEGIN, the lock's timeout with NOTIFY, the
+        table lock, the insert (its positions and the database's clock); then, once the clock
+        has been checked here, the read models' rows (which need those positions) and COMMIT.
 
         BEGIN and COMMIT are plain statements on the pooled connection (in autocommit mode, as
         the library keeps it), not psycopg's `transaction()`, which in pipeline mode waits once
@@ -219,13 +223,11 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             with conn.pipeline():
                 curs.execute("BEGIN")
                 self._insert_stored_events(curs, stored_events)  # lock, NOTIFY, insert
-                clock = self._read_clock(conn)
-            positions = self._fetch_ids_after_insert_events(curs, stored_events)
-            assert positions is not None  # the library returns a list
+            inserted = curs.fetchall()
+            positions = [row["notification_id"] for row in inserted]
             committing = False
             try:
-                if clock is not None:
-                    self._check(clock, kwargs)
+                self._check(inserted[0]["now"], kwargs)
                 with conn.pipeline():
                     self.write_inline(curs, positions, kwargs)
                     # From here the COMMIT may leave at any moment: inside `execute`, which
@@ -276,22 +278,12 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         log.warning("a commit whose answer was lost had landed (%s): answered as done", failed)
         return [row["notification_id"] for row in rows]
 
-    def _read_clock(self, conn: Any) -> Any:
-        """Queue the read of the database's clock (after the table lock and the insert, in
-        their round trip): its cursor, or None when no check is set."""
-        if self.check_clock is None:
-            return None
-        clock = conn.cursor()
-        clock.execute("SELECT clock_timestamp() AS now")
-        return clock
-
-    def _check(self, clock: Any, kwargs: dict[str, Any]) -> None:
+    def _check(self, database: Any, kwargs: dict[str, Any]) -> None:
         """Hand the database's clock and the instants the save's events carry (each stamped
-        with the instant its command decided at) to `check_clock`."""
-        assert self.check_clock is not None
-        with clock:
-            database = clock.fetchone()["now"]
-        self.check_clock(database, [event.timestamp for event in kwargs.get(DOMAIN_EVENTS, ())])
+        with the instant its command decided at) to `check_clock`, if set."""
+        if self.check_clock is not None:
+            events = kwargs.get(DOMAIN_EVENTS, ())
+            self.check_clock(database, [event.timestamp for event in events])
 
 
 def _lost_or(conn: Any, failed: Exception) -> Exception:

@@ -1,7 +1,7 @@
-"""A merging Writer (projections/store.py) holds one-row INSERTs and sends each table's as
-multi-row INSERTs, before any other statement and at `flush`, keeping each table's rows in order,
-and blames a send the client refuses on the source of the row that fails, while an error the
-server answered is raised as it is."""
+"""A merging Writer (projections/store.py) holds one-row INSERTs and sends them all as one
+statement (each table's as a multi-row INSERT, the tables' joined by WITH), before any other
+statement and at `flush`, keeping each table's rows in order, and blames a send the client refuses
+on the source of the row that fails, while an error the server answered is raised as it is."""
 
 from __future__ import annotations
 
@@ -49,19 +49,31 @@ def merging() -> tuple[Writer, Cursor]:
     return Writer(Store(), cursor, merging=True), cursor  # type: ignore[arg-type]
 
 
-def test_each_tables_rows_go_as_one_insert_in_order_at_flush():
+def test_every_tables_rows_go_as_one_statement_in_order_at_flush():
     writer, cursor = merging()
     writer.execute("INSERT INTO {a} VALUES (%s, %s)", [1, "x"])
     writer.execute("INSERT INTO {b} VALUES (%s)", [2])
     writer.execute("INSERT INTO {a} VALUES (%s, %s)", [3, "y"])
+    writer.execute("INSERT INTO {c} VALUES (%s)", [4])
     assert cursor.sent == []
     writer.flush()
     assert cursor.sent == [
-        ("INSERT INTO {a} VALUES (%s, %s), (%s, %s)", [1, "x", 3, "y"]),
-        ("INSERT INTO {b} VALUES (%s)", [2]),
+        (
+            "WITH w0 AS (INSERT INTO {a} VALUES (%s, %s), (%s, %s)),"
+            " w1 AS (INSERT INTO {b} VALUES (%s)) INSERT INTO {c} VALUES (%s)",
+            [1, "x", 3, "y", 2, 4],
+        )
     ]
     writer.flush()
-    assert len(cursor.sent) == 2  # nothing held twice
+    assert len(cursor.sent) == 1  # nothing held twice
+
+
+def test_one_tables_rows_go_as_a_plain_insert():
+    writer, cursor = merging()
+    writer.execute("INSERT INTO {a} VALUES (%s)", [1])
+    writer.execute("INSERT INTO {a} VALUES (%s)", [2])
+    writer.flush()
+    assert cursor.sent == [("INSERT INTO {a} VALUES (%s), (%s)", [1, 2])]
 
 
 def test_any_other_statement_first_sends_what_is_held():
@@ -88,6 +100,23 @@ def test_many_rows_go_in_statements_of_at_most_merged_rows():
     assert [len(params) for _, params in cursor.sent] == [MERGED_ROWS, MERGED_ROWS, 3]
     assert [value for _, params in cursor.sent for value in params] == list(range(count))
     assert all(statement.count("(%s)") == len(params) for statement, params in cursor.sent)
+
+
+def test_past_merged_rows_each_statement_carries_each_tables_next_rows():
+    writer, cursor = merging()
+    for n in range(MERGED_ROWS + 2):
+        writer.execute("INSERT INTO {a} VALUES (%s)", [f"a{n}"])
+        if n < 3:
+            writer.execute("INSERT INTO {b} VALUES (%s)", [f"b{n}"])
+    writer.flush()
+    first, second = cursor.sent
+    assert first[0].startswith("WITH w0 AS (INSERT INTO {a} VALUES (%s)")
+    assert first[0].endswith(") INSERT INTO {b} VALUES (%s), (%s), (%s)")
+    assert first[1] == [f"a{n}" for n in range(MERGED_ROWS)] + ["b0", "b1", "b2"]
+    assert second == (
+        "INSERT INTO {a} VALUES (%s), (%s)",
+        [f"a{MERGED_ROWS}", f"a{MERGED_ROWS + 1}"],
+    )
 
 
 def test_a_writer_that_does_not_merge_sends_each_statement_at_once():
