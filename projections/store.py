@@ -32,10 +32,11 @@ PLAIN_INSERT = re.compile(r"INSERT INTO \{\w+\} VALUES \(%s(?:, %s)*\)")
 """A statement that `Writer` may merge with others of its kind: one row into one table, with
 no conflict clause and nothing returned."""
 MERGED_ROWS = 16
-"""The most rows one merged INSERT carries (more go in several): a batch of group commit's
-usual size (4-8 commands at 16 connections) needs one per table, and each table has at most
-this many statement texts, one per row count. psycopg prepares the 100 most recently used
-texts of a connection; the rarer sizes are sent unprepared."""
+"""The most rows of one table that one merged statement carries (more go in several): a batch of
+group commit's usual size (4-8 commands at 16 connections) needs one statement. Its text depends
+on the tables written and each one's row count (the tables in a fixed order), so the texts a
+kind of command makes are few: an acquire's batches make one per batch size. psycopg prepares
+the 100 most recently used texts of a connection; the rarer ones are sent unprepared."""
 
 
 class HeldRowsFailed(Exception):
@@ -102,7 +103,7 @@ class Writer:
             template: [
                 rows[start : start + MERGED_ROWS] for start in range(0, len(rows), MERGED_ROWS)
             ]
-            for template, rows in held.items()
+            for template, rows in sorted(held.items())  # one text for one set of tables
         }
         for wave in range(max(len(table) for table in chunks.values())):
             parts = [

@@ -1,5 +1,6 @@
 """A command's transaction on PostgreSQL waits on the server twice (storage/postgres.py):
-BEGIN, the lock, the insert and the clock's read; then the read models and COMMIT. psycopg's
+BEGIN, the lock, the insert (which returns the database's clock); then the read models and
+COMMIT. psycopg's
 `transaction()` in pipeline mode waited six times, three of them for nothing (BEGIN alone, two
 empty syncs at its end), and the clock's check a fourth before the COMMIT.
 

@@ -68,6 +68,23 @@ def test_every_tables_rows_go_as_one_statement_in_order_at_flush():
     assert len(cursor.sent) == 1  # nothing held twice
 
 
+def test_the_same_tables_and_counts_make_one_text_whatever_order_they_came_in():
+    """psycopg prepares a connection's 100 most used texts: a batch's order of commands must
+    not make more of them."""
+    texts = []
+    for order in (["{b}", "{a}"], ["{a}", "{b}"]):
+        writer, cursor = merging()
+        for table in order:
+            writer.execute(f"INSERT INTO {table} VALUES (%s)", [table])
+        writer.flush()
+        texts.append(cursor.sent[0][0])
+    assert (
+        texts[0]
+        == texts[1]
+        == "WITH w0 AS (INSERT INTO {a} VALUES (%s)) INSERT INTO {b} VALUES (%s)"
+    )
+
+
 def test_one_tables_rows_go_as_a_plain_insert():
     writer, cursor = merging()
     writer.execute("INSERT INTO {a} VALUES (%s)", [1])
