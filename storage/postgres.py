@@ -161,7 +161,7 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         """What the library sends (the lock's timeout, the table lock, NOTIFY, the insert
         returning the events' positions), in fewer statements (the timeout and NOTIFY in one
         SELECT, the database's clock returned by the insert: each statement costs the client
-        20 us of CPU, docs/performance.md, "Round twelve"), with two costs taken out of the
+        about 16 us of CPU, docs/performance.md, "Round twelve"), with two costs taken out of the
         time the table lock is held, which every save in every process waits for
         (docs/performance.md, "Round eight").
 
