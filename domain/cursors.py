@@ -34,6 +34,8 @@ import json
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from titen.domain.json_depth import nests_deeper
+
 UNSEALED = 1
 SEALED = 2
 """Sealed without a purpose: the previous release's cursors, read back only."""
@@ -124,9 +126,11 @@ def unsealed_cursor(position: int) -> str:
 
 
 def _unsealed(raw: bytes) -> int | None:
+    if nests_deeper(raw, 1):  # a version 1 cursor is one object
+        return None
     try:
         value = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: JSON nested deep
+    except ValueError:
         return None
     if not isinstance(value, dict) or set(value) != {"v", "after"}:
         return None

@@ -15,6 +15,7 @@ import falcon
 
 from titen.api.rest.errors import error
 from titen.api.validation import Checker, refusal
+from titen.domain.json_depth import nests_deeper
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_DEPTH = 32
@@ -63,33 +64,13 @@ def require_json(req: falcon.Request) -> None:
 
 def parse_json(raw: bytes | str, what: str) -> Any:
     """JSON from a client, nested at most MAX_DEPTH deep; 400 naming `what` otherwise."""
+    text = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if nests_deeper(text, MAX_DEPTH):
+        raise error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
     try:
-        value = json.loads(raw)
-    except RecursionError:
-        value = None
-        too_deep = True
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise error(400, f"{what} is not valid JSON: {exc}.") from None
-    else:
-        too_deep = depth_over(value, MAX_DEPTH)
-    if too_deep:
-        raise error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
-    return value
-
-
-def depth_over(value: Any, limit: int) -> bool:
-    """Whether arrays and objects nest more than `limit` deep (walked without recursion)."""
-    level: list[Any] = [value]
-    for _ in range(limit):
-        level = [
-            child
-            for item in level
-            if isinstance(item, dict | list)
-            for child in (item.values() if isinstance(item, dict) else item)
-        ]
-        if not level:
-            return False
-    return any(isinstance(item, dict | list) for item in level)
 
 
 def decoded(req: falcon.Request, raw: bytes) -> bytes:

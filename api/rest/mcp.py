@@ -28,9 +28,10 @@ import falcon
 
 from titen.api.rest.asgi import AsgiBridge
 from titen.api.rest.auth import key_of, principal_of
-from titen.api.rest.body import read_body, require_json
+from titen.api.rest.body import MAX_DEPTH, read_body, require_json
 from titen.api.rest.contract import Operation, operations
 from titen.api.rest.errors import error
+from titen.domain.json_depth import nests_deeper
 from titen.domain.mcp_sessions import SessionIds
 from titen.service.handoffs import HandoffService
 from titen.service.leases import LeaseService
@@ -126,8 +127,10 @@ def _sdk_app(leases: LeaseService, handoffs: HandoffService) -> Starlette:
 
 def _initializes(raw: bytes) -> bool:
     """Whether the body is an `initialize` request (the SDK has parsed and answered it)."""
+    if nests_deeper(raw, MAX_DEPTH):
+        return False
     try:
         message = json.loads(raw)
-    except (ValueError, RecursionError):
+    except ValueError:
         return False
     return isinstance(message, dict) and message.get("method") == "initialize"

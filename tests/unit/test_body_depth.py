@@ -1,0 +1,100 @@
+"""JSON a client sends (a body, a cursor, an MCP message) nested too deep is refused from its
+text, before the JSON parser sees it (domain/json_depth.py). The parser recursed once per level,
+up to the interpreter's recursion limit: whatever the garbage collector ran down there (an
+object's finalizer, a callback) failed for want of stack, was reported as "Exception ignored",
+and failed a CI run."""
+
+from __future__ import annotations
+
+import base64
+import gc
+import sys
+from collections.abc import Callable
+
+import falcon
+import pytest
+
+from titen.api.rest.body import MAX_DEPTH, parse_json
+from titen.api.rest.mcp import _initializes
+from titen.domain.cursors import Cursors
+
+
+def refusal(text: str) -> str:
+    with pytest.raises(falcon.HTTPError) as raised:
+        parse_json(text.encode(), "The body")
+    return str(raised.value.description)
+
+
+def nested(levels: int) -> Callable[[], int]:
+    """A function that calls itself `levels` deep: it needs that much stack wherever it runs."""
+
+    def call(depth: int = levels) -> int:
+        return depth if depth == 0 else call(depth - 1)
+
+    return call
+
+
+@pytest.fixture
+def collector_at_every_level(monkeypatch):
+    """The garbage collector runs at (nearly) every allocation, and each run calls a function
+    that needs 20 frames of stack; the test fails if any run found none (an unraisable
+    exception)."""
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    work = nested(20)
+    callback = lambda phase, info: work()  # noqa: E731
+    threshold = gc.get_threshold()
+    gc.callbacks.append(callback)
+    gc.set_threshold(1)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(callback)
+    assert unraisable == []
+
+
+DEEP = b"[" * 100_000
+
+
+def test_a_deep_body_is_refused_with_the_stack_to_spare(collector_at_every_level):
+    message = refusal(DEEP.decode())
+    assert message == f"The body is nested too deeply: at most {MAX_DEPTH} levels."
+
+
+def test_a_deep_cursor_is_refused_with_the_stack_to_spare(collector_at_every_level):
+    cursors = Cursors(bytes(32), unsealed_until=10)
+    assert cursors.open(base64.urlsafe_b64encode(DEEP).decode()) is None
+
+
+def test_a_deep_mcp_message_is_no_initialize_with_the_stack_to_spare(collector_at_every_level):
+    assert not _initializes(DEEP)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1),
+        '{"a": ' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1),
+        '{"a": [' + "{" * MAX_DEPTH,  # never closed: deep before it is broken
+    ],
+)
+def test_one_level_past_the_limit_is_refused(text):
+    assert refusal(text) == f"The body is nested too deeply: at most {MAX_DEPTH} levels."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * MAX_DEPTH + "]" * MAX_DEPTH,
+        '{"a": ' * MAX_DEPTH + "1" + "}" * MAX_DEPTH,
+        '["' + "[" * 100 + '", "{\\"' + "{" * 100 + '"]',  # brackets inside strings
+        "[" + "[], " * 1000 + "[]]",  # many arrays, two levels
+    ],
+)
+def test_nesting_within_the_limit_is_parsed(text):
+    assert parse_json(text.encode(), "The body") is not None
+
+
+def test_a_broken_body_within_the_limit_is_not_valid_json():
+    assert refusal("[" * 20 + "]" * 20 + "}").startswith("The body is not valid JSON")
