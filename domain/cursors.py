@@ -130,7 +130,7 @@ def _unsealed(raw: bytes) -> int | None:
         return None
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: not expected, measured first
         return None
     if not isinstance(value, dict) or set(value) != {"v", "after"}:
         return None

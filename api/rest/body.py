@@ -64,11 +64,13 @@ def require_json(req: falcon.Request) -> None:
 
 def parse_json(raw: bytes | str, what: str) -> Any:
     """JSON from a client, nested at most MAX_DEPTH deep; 400 naming `what` otherwise."""
-    text = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    if nests_deeper(text, MAX_DEPTH):
-        raise error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
+    too_deep = error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
+    if nests_deeper(raw, MAX_DEPTH):
+        raise too_deep
     try:
         return json.loads(raw)
+    except RecursionError:  # not expected (measured first): still the client's error
+        raise too_deep from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise error(400, f"{what} is not valid JSON: {exc}.") from None
 

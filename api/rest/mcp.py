@@ -131,6 +131,6 @@ def _initializes(raw: bytes) -> bool:
         return False
     try:
         message = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: not expected, measured first
         return False
     return isinstance(message, dict) and message.get("method") == "initialize"

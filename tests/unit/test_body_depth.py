@@ -17,6 +17,7 @@ import pytest
 from titen.api.rest.body import MAX_DEPTH, parse_json
 from titen.api.rest.mcp import _initializes
 from titen.domain.cursors import Cursors
+from titen.domain.json_depth import STRING, nests_deeper
 
 
 def refusal(text: str) -> str:
@@ -39,6 +40,7 @@ def collector_at_every_level(monkeypatch):
     """The garbage collector runs at (nearly) every allocation, and each run calls a function
     that needs 20 frames of stack; the test fails if any run found none (an unraisable
     exception)."""
+    gc.collect()  # earlier tests' garbage, collected before this test is the one watched
     unraisable: list[object] = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     work = nested(20)
@@ -94,6 +96,28 @@ def test_one_level_past_the_limit_is_refused(text):
 )
 def test_nesting_within_the_limit_is_parsed(text):
     assert parse_json(text.encode(), "The body") is not None
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "utf-16"])
+def test_a_body_in_utf_16_or_32_is_measured_as_the_parser_reads_it(encoding):
+    """U+2200 holds a quote's byte in UTF-16, U+5B5B two brackets': read as UTF-8 bytes, the
+    first hid 5,000 levels inside a "string" and the second made a flat body look deep."""
+    deep = '["\u2200", ' + "[" * 5000 + "]" * 5000 + ', "\u2200"]'
+    with pytest.raises(falcon.HTTPError) as raised:
+        parse_json(deep.encode(encoding), "The body")
+    assert raised.value.description == f"The body is nested too deeply: at most {MAX_DEPTH} levels."
+    flat = '{"a": "\u2200", "b": "' + "\u5b5b" * 40 + '"}'
+    assert parse_json(flat.encode(encoding), "The body") == {"a": "\u2200", "b": "\u5b5b" * 40}
+
+
+def test_an_unterminated_string_is_one_match_to_the_end():
+    """A string that never ends is taken to the text's end at the first try: a pattern that
+    had to end in a quote tried again at every quote inside it, a time that grew with the
+    square of the text (20 s for 64 KiB of escaped quotes)."""
+    text = b'"' + b'\\"' * 10_000 + b"[" * 40
+    match = STRING.match(text)
+    assert match is not None and match.end() == len(text)
+    assert not nests_deeper(b"[" * 10 + text, MAX_DEPTH)  # the parser stops at the string
 
 
 def test_a_broken_body_within_the_limit_is_not_valid_json():
