@@ -58,8 +58,8 @@ class Writer:
 
     A `merging` writer (PostgreSQL's) holds back plain one-row INSERTs (PLAIN_INSERT) and sends
     them all as one statement: each table's rows as one INSERT of many rows, the tables' INSERTs
-    joined by WITH (each statement costs the client about as much as its rows, so a command's
-    four read-model rows cost one statement, not four). It sends them before any other
+    joined by WITH (psycopg's cost is per statement far more than per row, so a command's four
+    read-model rows cost one statement, not four). It sends them before any other
     statement, so every statement still sees the rows written before it, and at `flush`, which
     its owner calls before the transaction ends. The rows of one table keep their order; only
     INSERTs into different tables, which no other table's rows depend on, may change places.
@@ -392,8 +392,8 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
 
 
 def _joined(store: ViewStore, parts: Sequence[tuple[str, Sequence[Held]]]) -> tuple[str, list[Any]]:
-    """One statement for held rows: each table's as one INSERT of many rows, the INSERTs after
-    the first joined to the last by WITH (PostgreSQL runs them all, in one snapshot)."""
+    """One statement for held rows: each table's as one INSERT of many rows, every INSERT but
+    the last in a WITH before it (PostgreSQL runs them all, in one snapshot)."""
     inserts = []
     for template, rows in parts:
         into, row = template.split(" VALUES ")

@@ -64,15 +64,14 @@ def require_json(req: falcon.Request) -> None:
 
 def parse_json(raw: bytes | str, what: str) -> Any:
     """JSON from a client, nested at most MAX_DEPTH deep; 400 naming `what` otherwise."""
-    too_deep = error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
-    if nests_deeper(raw, MAX_DEPTH):
-        raise too_deep
     try:
-        return json.loads(raw)
+        if not nests_deeper(raw, MAX_DEPTH):
+            return json.loads(raw)
     except RecursionError:  # not expected (measured first): still the client's error
-        raise too_deep from None
+        pass
     except (ValueError, UnicodeDecodeError) as exc:
         raise error(400, f"{what} is not valid JSON: {exc}.") from None
+    raise error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
 
 
 def decoded(req: falcon.Request, raw: bytes) -> bytes:
