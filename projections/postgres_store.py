@@ -28,6 +28,11 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     def _transaction(self, *, commit: bool) -> Any:
         return self.datastore.transaction(commit=commit)
 
+    def execute_numbered(self, cursor: Any, statement: str, params: Sequence[Any]) -> None:
+        """On a RawCursor of the same connection (and pipeline), which takes the statement
+        as it is instead of parsing its placeholders."""
+        psycopg.RawCursor(cursor.connection).execute(statement, params)
+
     def answered_by_server(self, failed: Exception) -> bool:
         """A server's error carries its SQLSTATE; a PipelineAborted stands for an earlier
         statement's error in the same pipeline."""

@@ -25,6 +25,8 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.sqlite import SQLiteTrackingRecorder, SQLiteTransaction
 
+from titen.storage.numbered import numbered
+
 Row = dict[str, Any]
 Held = tuple[Sequence[Any], Any]
 """A row a merging writer holds: its values, and the writer's `source` when it was held."""
@@ -109,8 +111,10 @@ class Writer:
             parts = [
                 (template, table[wave]) for template, table in chunks.items() if wave < len(table)
             ]
+            shape = tuple((template, len(rows)) for template, rows in parts)
+            values = [value for _, rows in parts for row, _ in rows for value in row]
             try:
-                self._cursor.execute(*_joined(self._store, parts))
+                self._store.execute_numbered(self._cursor, _joined(self._store, shape), values)
             except Exception as failed:
                 if self._store.answered_by_server(failed):
                     raise  # an earlier statement's, perhaps: the server does not say whose
@@ -275,6 +279,11 @@ class ViewStore(TrackingRecorder, ABC):
     @abstractmethod
     def _transaction(self, *, commit: bool) -> Any: ...
 
+    def execute_numbered(self, cursor: Any, statement: str, params: Sequence[Any]) -> None:
+        """Execute a statement whose placeholders are numbered ($1, $2, ...) on `cursor`'s
+        connection: a merging writer's joined INSERT (only a store that `merges_inserts`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not merge inserts")
+
     def answered_by_server(self, failed: Exception) -> bool:
         """Whether an error came back from the database server, rather than being raised by
         the client before anything was sent. Only a merging writer asks (PostgreSQL's)."""
@@ -391,13 +400,16 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
         )
 
 
-def _joined(store: ViewStore, parts: Sequence[tuple[str, Sequence[Held]]]) -> tuple[str, list[Any]]:
-    """One statement for held rows: each table's as one INSERT of many rows, every INSERT but
-    the last in a WITH before it (PostgreSQL runs them all, in one snapshot)."""
+@lru_cache(maxsize=256)
+def _joined(store: ViewStore, shape: tuple[tuple[str, int], ...]) -> str:
+    """One statement for held rows, as (template, row count) per table: each table's rows as
+    one INSERT of many rows, every INSERT but the last in a WITH before it (PostgreSQL runs them
+    all, in one snapshot), its placeholders numbered (storage/numbered.py). Built once per
+    shape: one set of tables and row counts makes one text."""
     inserts = []
-    for template, rows in parts:
+    for template, count in shape:
         into, row = template.split(" VALUES ")
-        inserts.append(f"{into} VALUES {', '.join([row] * len(rows))}")
+        inserts.append(f"{into} VALUES {', '.join([row] * count)}")
     *joined, last = inserts
     if joined:
         last = (
@@ -405,5 +417,4 @@ def _joined(store: ViewStore, parts: Sequence[tuple[str, Sequence[Held]]]) -> tu
             + ", ".join(f"w{n} AS ({insert})" for n, insert in enumerate(joined))
             + f" {last}"
         )
-    params = [value for _, rows in parts for params, _ in rows for value in params]
-    return store.sql(last), params
+    return numbered(store.sql(last))

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
+import psycopg
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
@@ -39,6 +40,7 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 from titen.storage import deadlines, replication
 from titen.storage.clock import ClockCheck
 from titen.storage.inline import DOMAIN_EVENTS, InlineRecording
+from titen.storage.numbered import numbered
 from titen.storage.outages import ClockDisagrees, NotCommitted, OutcomeUnknown, is_outage
 from titen.storage.settle import END_SESSION_MS, answer_lost, end_session
 
@@ -116,6 +118,11 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         self._insert_into = into.format(
             schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
         ).as_string()
+        self._insert_rows: dict[int, str] = {}  # a save of n events: its numbered statement
+        self._insert_arrays = numbered(
+            f"{self._insert_into} SELECT * FROM unnest(%s::{self.datastore.originator_id_type}[],"
+            f" %s::bigint[], %s::text[], %s::bytea[]) {RETURNING}"
+        )
         self._find_events = SQL(
             "SELECT e.notification_id, e.topic, e.state"
             " FROM unnest(%s::{id_type}[], %s::bigint[]) WITH ORDINALITY AS k(id, version, n)"
@@ -173,7 +180,8 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         and the events go as rows of VALUES, which psycopg's C dumpers write; a save of more
         than VALUES_ROWS events (rare) sends four plain arrays, still cheaper than the
         composite one. Both return the positions in the order the events are given, as the
-        library's insert does.
+        library's insert does. `curs` is a RawCursor: each statement is rendered with its
+        placeholders numbered (storage/numbered.py), so psycopg parses none of them again.
         """
         for statement in self._before_insert:
             curs.execute(statement, prepare=True)
@@ -183,18 +191,22 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             self._insert_as_arrays(curs, stored_events)
 
     def _insert_as_rows(self, curs: Any, stored_events: Sequence[StoredEvent]) -> None:
-        rows = ", ".join(["(%s, %s, %s, %s)"] * len(stored_events))
+        count = len(stored_events)
+        statement = self._insert_rows.get(count)
+        if statement is None:
+            rows = ", ".join(["(%s, %s, %s, %s)"] * count)
+            statement = numbered(f"{self._insert_into} VALUES {rows} {RETURNING}")
+            self._insert_rows[count] = statement
         values = [
             value
             for event in stored_events
             for value in (event.originator_id, event.originator_version, event.topic, event.state)
         ]
-        curs.execute(f"{self._insert_into} VALUES {rows} {RETURNING}", values)
+        curs.execute(statement, values)
 
     def _insert_as_arrays(self, curs: Any, stored_events: Sequence[StoredEvent]) -> None:
         curs.execute(
-            f"{self._insert_into} SELECT * FROM unnest(%s::{self.datastore.originator_id_type}[],"
-            f" %s::bigint[], %s::text[], %s::bytea[]) {RETURNING}",
+            self._insert_arrays,
             [
                 [event.originator_id for event in stored_events],
                 [event.originator_version for event in stored_events],
@@ -220,10 +232,11 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         """
         assert conn.autocommit
         with conn.cursor() as curs:
+            inserting = psycopg.RawCursor(conn)  # its statements are numbered: see `numbered`
             with conn.pipeline():
                 curs.execute("BEGIN")
-                self._insert_stored_events(curs, stored_events)  # lock, NOTIFY, insert
-            inserted = curs.fetchall()
+                self._insert_stored_events(inserting, stored_events)  # lock, NOTIFY, insert
+            inserted = inserting.fetchall()
             positions = [row["notification_id"] for row in inserted]
             committing = False
             try:

@@ -23,7 +23,9 @@ REQUESTS_EACH = 25
 PADDING = "x" * 600  # a long path makes long lines: the pipe fills after a few dozen
 F_GETPIPE_SZ = 1032  # Linux fcntl: a pipe's buffer size
 OURS = re.compile(r"c[0-9]+-r[0-9]+")
-TEXT_LINE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:,]+ [A-Z]+ titen\.[a-z]+ ")
+TEXT_LINE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:,]+ [A-Z]+ [a-z][a-z_.]* ")
+"""The start of a whole text line of any logger: titen's, or waitress's "Task queue depth" when
+all 16 clients find every request thread busy."""
 
 
 def healthy(url: str) -> bool:

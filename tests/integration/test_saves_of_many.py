@@ -110,3 +110,27 @@ def test_on_postgres_a_save_sends_its_events_and_each_tables_rows_in_few_stateme
         assert tables == dict.fromkeys(
             ["lease_index", "event_log", "lease_directory", "lease_terms"], 1
         )
+
+
+@pytest.mark.parametrize("count", SIZES)
+def test_on_postgres_psycopg_parses_no_statement_of_a_save_again(
+    postgres_database, clock, count, monkeypatch
+):
+    """psycopg remembers its parse of a statement's `%s` only up to 50 parameters; a save's
+    statements of many rows come with their placeholders numbered (storage/numbered.py)."""
+    parsed: list[bytes] = []
+    parse = psycopg._queries._query2pg_nocache
+
+    def counting(query: bytes, encoding: str):
+        parsed.append(query)
+        return parse(query, encoding)
+
+    services = bootstrap(postgres_database, clock, pool_size=3)
+    try:
+        leases = new_leases(services, count, "parsed")
+        monkeypatch.setattr(psycopg._queries, "_query2pg_nocache", counting)
+        recordings = services.app.save(*leases)
+    finally:
+        services.close()
+    assert len(recordings) == 2 * count
+    assert parsed == []

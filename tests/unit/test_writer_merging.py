@@ -1,7 +1,8 @@
 """A merging Writer (projections/store.py) holds one-row INSERTs and sends them all as one
-statement (each table's as a multi-row INSERT, the tables' joined by WITH), before any other
-statement and at `flush`, keeping each table's rows in order, and blames a send the client refuses
-on the source of the row that fails, while an error the server answered is raised as it is."""
+statement (each table's as a multi-row INSERT, the tables' joined by WITH, its placeholders
+numbered), before any other statement and at `flush`, keeping each table's rows in order, and
+blames a send the client refuses on the source of the row that fails, while an error the server
+answered is raised as it is."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ class Store:
 
     def answered_by_server(self, failed: Exception) -> bool:
         return getattr(failed, "sqlstate", None) is not None
+
+    def execute_numbered(self, cursor: Cursor, statement: str, params: list[Any]) -> None:
+        cursor.execute(statement, params)
 
 
 class Cursor:
@@ -59,8 +63,8 @@ def test_every_tables_rows_go_as_one_statement_in_order_at_flush():
     writer.flush()
     assert cursor.sent == [
         (
-            "WITH w0 AS (INSERT INTO {a} VALUES (%s, %s), (%s, %s)),"
-            " w1 AS (INSERT INTO {b} VALUES (%s)) INSERT INTO {c} VALUES (%s)",
+            "WITH w0 AS (INSERT INTO {a} VALUES ($1, $2), ($3, $4)),"
+            " w1 AS (INSERT INTO {b} VALUES ($5)) INSERT INTO {c} VALUES ($6)",
             [1, "x", 3, "y", 2, 4],
         )
     ]
@@ -81,7 +85,7 @@ def test_the_same_tables_and_counts_make_one_text_whatever_order_they_came_in():
     assert (
         texts[0]
         == texts[1]
-        == "WITH w0 AS (INSERT INTO {a} VALUES (%s)) INSERT INTO {b} VALUES (%s)"
+        == "WITH w0 AS (INSERT INTO {a} VALUES ($1)) INSERT INTO {b} VALUES ($2)"
     )
 
 
@@ -90,7 +94,7 @@ def test_one_tables_rows_go_as_a_plain_insert():
     writer.execute("INSERT INTO {a} VALUES (%s)", [1])
     writer.execute("INSERT INTO {a} VALUES (%s)", [2])
     writer.flush()
-    assert cursor.sent == [("INSERT INTO {a} VALUES (%s), (%s)", [1, 2])]
+    assert cursor.sent == [("INSERT INTO {a} VALUES ($1), ($2)", [1, 2])]
 
 
 def test_any_other_statement_first_sends_what_is_held():
@@ -101,10 +105,10 @@ def test_any_other_statement_first_sends_what_is_held():
     writer.execute("INSERT INTO {a} VALUES (%s)", [3])
     writer.flush()
     assert cursor.sent == [
-        ("INSERT INTO {a} VALUES (%s)", [1]),
+        ("INSERT INTO {a} VALUES ($1)", [1]),
         ("DELETE FROM {a} WHERE x = %s", [1]),
         ("INSERT INTO {a} VALUES (%s) ON CONFLICT DO NOTHING", [2]),
-        ("INSERT INTO {a} VALUES (%s)", [3]),
+        ("INSERT INTO {a} VALUES ($1)", [3]),
     ]
 
 
@@ -116,7 +120,10 @@ def test_many_rows_go_in_statements_of_at_most_merged_rows():
     writer.flush()
     assert [len(params) for _, params in cursor.sent] == [MERGED_ROWS, MERGED_ROWS, 3]
     assert [value for _, params in cursor.sent for value in params] == list(range(count))
-    assert all(statement.count("(%s)") == len(params) for statement, params in cursor.sent)
+    for statement, params in cursor.sent:  # numbered from $1 in each statement
+        assert statement == "INSERT INTO {a} VALUES " + ", ".join(
+            f"(${n})" for n in range(1, len(params) + 1)
+        )
 
 
 def test_past_merged_rows_each_statement_carries_each_tables_next_rows():
@@ -127,11 +134,12 @@ def test_past_merged_rows_each_statement_carries_each_tables_next_rows():
             writer.execute("INSERT INTO {b} VALUES (%s)", [f"b{n}"])
     writer.flush()
     first, second = cursor.sent
-    assert first[0].startswith("WITH w0 AS (INSERT INTO {a} VALUES (%s)")
-    assert first[0].endswith(") INSERT INTO {b} VALUES (%s), (%s), (%s)")
+    assert first[0].startswith("WITH w0 AS (INSERT INTO {a} VALUES ($1), ($2)")
+    b = MERGED_ROWS + 1
+    assert first[0].endswith(f") INSERT INTO {{b}} VALUES (${b}), (${b + 1}), (${b + 2})")
     assert first[1] == [f"a{n}" for n in range(MERGED_ROWS)] + ["b0", "b1", "b2"]
     assert second == (
-        "INSERT INTO {a} VALUES (%s), (%s)",
+        "INSERT INTO {a} VALUES ($1), ($2)",
         [f"a{MERGED_ROWS}", f"a{MERGED_ROWS + 1}"],
     )
 
@@ -164,7 +172,7 @@ def test_a_fetched_insert_is_sent_at_once_after_what_is_held():
     writer.execute("INSERT INTO {a} VALUES (%s)", [1])
     assert writer.fetchall("INSERT INTO {a} VALUES (%s)", [2]) == [{"sent": 2}]
     assert cursor.sent == [
-        ("INSERT INTO {a} VALUES (%s)", [1]),
+        ("INSERT INTO {a} VALUES ($1)", [1]),
         ("INSERT INTO {a} VALUES (%s)", [2]),
     ]
 
@@ -174,7 +182,7 @@ def test_a_redirected_writer_starts_after_what_is_held():
     writer.execute("INSERT INTO {a} VALUES (%s)", [1])
     writer.redirected({"a": "scratch_a"}).execute("INSERT INTO {a} VALUES (%s)", [2])
     assert cursor.sent == [
-        ("INSERT INTO {a} VALUES (%s)", [1]),
+        ("INSERT INTO {a} VALUES ($1)", [1]),
         ("INSERT INTO {scratch_a} VALUES (%s)", [2]),
     ]
 
