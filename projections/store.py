@@ -89,7 +89,11 @@ class Writer:
 
     def execute(self, template: str, params: Sequence[Any] = ()) -> None:
         template = self._renamed(template)
-        if self._held is not None and PLAIN_INSERT.fullmatch(template):
+        if (
+            self._held is not None
+            and PLAIN_INSERT.fullmatch(template)
+            and len(params) == template.count("%s")  # else psycopg refuses it here, blamed
+        ):
             self._held.setdefault(template, []).append((params, self.source))
             return
         self._send(template, params)
@@ -111,9 +115,9 @@ class Writer:
             parts = [
                 (template, table[wave]) for template, table in chunks.items() if wave < len(table)
             ]
-            shape = tuple((template, len(rows)) for template, rows in parts)
-            values = [value for _, rows in parts for row, _ in rows for value in row]
             try:
+                shape = tuple((template, len(rows)) for template, rows in parts)
+                values = [value for _, rows in parts for row, _ in rows for value in row]
                 self._store.execute_numbered(self._cursor, _joined(self._store, shape), values)
             except Exception as failed:
                 if self._store.answered_by_server(failed):

@@ -231,8 +231,8 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         connection back.
         """
         assert conn.autocommit
-        with conn.cursor() as curs:
-            inserting = psycopg.RawCursor(conn)  # its statements are numbered: see `numbered`
+        # The insert's statements are numbered (storage/numbered.py): a RawCursor sends them.
+        with conn.cursor() as curs, psycopg.RawCursor(conn) as inserting:
             with conn.pipeline():
                 curs.execute("BEGIN")
                 self._insert_stored_events(inserting, stored_events)  # lock, NOTIFY, insert

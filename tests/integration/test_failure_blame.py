@@ -16,12 +16,22 @@ BROKEN = "lease_index"
 """The first read model a command's events are applied to: its rows are held longest."""
 
 
-def break_rows_of(services: Services, name: str) -> None:
-    """From now on the read model writes, for every event, a row no driver can send (psycopg
-    cannot adapt the value; SQLite refuses the row's width)."""
+BROKEN_ROWS = {
+    "a value no driver can send": ("(%s)", [object()]),
+    "too few values": ("(%s, %s)", [1]),
+    "too many values": ("(%s)", [1, 2]),
+}
+"""Rows no driver sends: psycopg cannot adapt the value, or the values do not match the
+placeholders (a merging writer must not hold these: joined, they could be read as other rows'
+values); SQLite refuses each of them too."""
+
+
+def break_rows_of(services: Services, name: str, broken: str) -> None:
+    """From now on the read model writes, for every event, one of the BROKEN_ROWS."""
+    placeholders, values = BROKEN_ROWS[broken]
 
     def unsendable(writer: Any, event: Any, position: int) -> None:
-        writer.execute(f"INSERT INTO {{{name}}} VALUES (%s)", [object()])
+        writer.execute(f"INSERT INTO {{{name}}} VALUES {placeholders}", values)
 
     services.projector.projections[name].apply = unsendable  # type: ignore[method-assign]
 
@@ -39,14 +49,15 @@ def send_first_in(services: Services, name: str) -> None:
     projection.apply = sending  # type: ignore[method-assign]
 
 
+@pytest.mark.parametrize("broken", BROKEN_ROWS)
 @pytest.mark.parametrize("sent_by", ["the write's end", "a later read model"])
 def test_a_row_that_cannot_be_sent_is_blamed_on_its_read_model_and_event(
-    services: Services, sent_by: str
+    services: Services, sent_by: str, broken: str
 ):
     acquire(services, 0)
     last = services.app.recorder.max_notification_id()
     assert last is not None
-    break_rows_of(services, BROKEN)
+    break_rows_of(services, BROKEN, broken)
     if sent_by == "a later read model":
         send_first_in(services, list(services.projector.projections)[-1])
     with pytest.raises(Exception, match=BROKEN):

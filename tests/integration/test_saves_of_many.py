@@ -112,7 +112,7 @@ def test_on_postgres_a_save_sends_its_events_and_each_tables_rows_in_few_stateme
         )
 
 
-@pytest.mark.parametrize("count", SIZES)
+@pytest.mark.parametrize("count", SIZES[1:])  # a lone lease's save has under 50 values
 def test_on_postgres_psycopg_parses_no_statement_of_a_save_again(
     postgres_database, clock, count, monkeypatch
 ):

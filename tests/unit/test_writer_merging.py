@@ -112,6 +112,18 @@ def test_any_other_statement_first_sends_what_is_held():
     ]
 
 
+def test_a_row_whose_values_do_not_match_its_placeholders_is_sent_at_once():
+    """Held, it would be joined with the others as numbered values, and a row short of one
+    and a row with one too many would shift values into each other's columns unrefused."""
+    writer, cursor = merging()
+    writer.execute("INSERT INTO {a} VALUES (%s, %s)", [1])
+    writer.execute("INSERT INTO {a} VALUES (%s)", [2, 3])
+    assert cursor.sent == [
+        ("INSERT INTO {a} VALUES (%s, %s)", [1]),
+        ("INSERT INTO {a} VALUES (%s)", [2, 3]),
+    ]
+
+
 def test_many_rows_go_in_statements_of_at_most_merged_rows():
     writer, cursor = merging()
     count = 2 * MERGED_ROWS + 3
