@@ -1,16 +1,39 @@
-"""Public identifiers: a prefix naming the kind, then 32 hex digits of a UUID."""
+"""Public identifiers: a prefix naming the kind, then 32 hex digits of a UUID.
+
+A new UUID is time-ordered, laid out as RFC 9562's version 7: the first 48 bits are the Unix
+time in milliseconds, 74 of the other 80 are random. Rows keyed by new ids then go in at the
+end of their indexes: each lease id keys three read-model tables and the log's subject index,
+and with random ids every acquire dirtied a page of each of them anywhere in the file, which
+SQLite writes to its WAL at every commit and copies again at every checkpoint
+(docs/performance.md, "Round fifteen"). The time only places an id in an index: nothing
+orders, compares or checks ids by it, so the clocks of two nodes may disagree, and ids made
+by earlier releases (version 4, random throughout) are as valid as new ones.
+"""
 
 from __future__ import annotations
 
-from uuid import UUID, uuid4
+import os
+import time
+from uuid import UUID
 
 LEASE = "lease_"
 HANDOFF = "hoff_"
 AGENT = "agent_"
 
 
+def new_uuid() -> UUID:
+    """A new time-ordered UUID: RFC 9562's version 7, whose 48 bits of Unix milliseconds are
+    followed by 74 random bits (12 before the variant, 62 after it). Guessing one takes about
+    10^22 tries even knowing the millisecond it was made in, which the API shows anyway (as
+    `acquired_at` or `created_at`)."""
+    milliseconds = time.time_ns() // 1_000_000
+    random = int.from_bytes(os.urandom(10), "big")
+    high, low = random >> 68, random & ((1 << 62) - 1)
+    return UUID(int=milliseconds << 80 | 0x7 << 76 | high << 64 | 0b10 << 62 | low)
+
+
 def new_id(prefix: str) -> str:
-    return prefix + uuid4().hex
+    return prefix + new_uuid().hex
 
 
 def to_uuid(prefix: str, public_id: str) -> UUID | None:

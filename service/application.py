@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import DomainEvent
@@ -29,7 +29,7 @@ from titen.domain.clock import Clock, truncate
 from titen.domain.errors import Contention, InvalidField, NotFound
 from titen.domain.events import published_organizations
 from titen.domain.handoff import Handoff, public_id
-from titen.domain.ids import LEASE, new_id
+from titen.domain.ids import LEASE, new_id, new_uuid
 from titen.domain.lease import Holding, Lease, ResourceKeys, Term
 from titen.storage.group_commit import GroupCommit
 from titen.storage.inline import DOMAIN_EVENTS, ReadModelWriteFailed
@@ -274,7 +274,7 @@ class Titen(Application[UUID]):
         def attempt() -> tuple[Handoff, Handoff]:
             now = self.clock.now()
             handoff = Handoff(
-                id=uuid4(),
+                id=new_uuid(),
                 organization=organization,
                 from_principal=from_principal,
                 to_principal=to_principal,

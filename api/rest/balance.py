@@ -5,19 +5,27 @@ whichever worker polls first. In a burst (a client's pool opening 16 connections
 was nearly always the same one: 15 of 16 connections on one worker, which served them all on
 one core while the other worker idled (docs/performance.md, "Round four"). So each worker
 publishes how many connections it holds, in memory all of them share, and stops accepting while
-another worker that accepts holds fewer (by more than SLACK): the next connections go there.
+another worker able to accept holds fewer (by more than SLACK), whether that one accepts right
+now or stopped earlier: the next connections go there. Counting only the workers accepting at
+that moment let a burst (wrk opening 16 at once) pile up on one worker: the others, each
+stopped for a moment beside a worker holding none yet, did not count, so the one left
+accepting took everything until they had been scheduled again (2, 2, 10 and 2 connections, at
+a fifth fewer acquires per second; docs/performance.md, "Round fifteen"). Each worker accepts
+at most one connection per pass and publishes its count at the next, so the counts it decides
+by trail by one at most, and a burst ends within SLACK + 1 of even.
 
 Two rules keep a new connection from waiting on nobody:
 
-- a worker stops accepting only while another one accepts, decided under a mutex the workers
-  share, so two cannot each leave it to the other (taking up accepting again needs nobody's
-  leave; one that can accept no more, at its connection limit or stopping, says so under the
-  mutex too, and rings the others);
+- a worker stops accepting only while another worker able to accept holds fewer connections,
+  decided under a mutex the workers share, so the one holding the fewest never stops and two
+  cannot each leave it to the other (taking up accepting again needs nobody's leave; one that
+  can accept no more, at its connection limit or stopping, says so under the mutex too, and
+  rings the others);
 - a worker that stopped sleeps in its loop without looking at its share, so whoever changes what
-  it would decide rings its bell (a pipe in its loop): a worker whose connections come or go, or
-  that can accept no more (at its connection limit), rings the stopped workers that may now take
-  up accepting, and the supervisor, when a worker exits and its slot is marked gone, rings them
-  all.
+  it would decide rings its bell (a pipe in its loop): a worker whose connections grow in
+  number, or that can accept no more (at its connection limit), rings the stopped workers that
+  may now take up accepting, and the supervisor, when a worker exits and its slot is marked
+  gone, rings them all.
 """
 
 from __future__ import annotations
@@ -37,7 +45,9 @@ SLACK = 1
 GONE = -1
 """A slot's count while no worker holds it."""
 DECIDING_WAIT_SECONDS = 0.05
-"""How long a worker that can accept no more waits for another's decision before it says so."""
+"""How long a worker waits for another's decision before deciding without the mutex: its holder
+decides in microseconds, so a worker that would stop waits rather than accept beyond its share,
+and one that can accept no more says so anyway past the wait."""
 
 
 class Shares:
@@ -46,6 +56,8 @@ class Shares:
     def __init__(self, workers: int):
         self.counts = RawArray(ctypes.c_int, [GONE] * workers)
         self.accepting = RawArray(ctypes.c_bool, [False] * workers)
+        self.able = RawArray(ctypes.c_bool, [False] * workers)
+        """Whether each worker may take more connections (not at its limit, not stopping)."""
         self.deciding = SharedMutex()
         self.bells = [os.pipe() for _ in range(workers)]
         for _, ring in self.bells:
@@ -55,12 +67,14 @@ class Shares:
         """A new worker's slot (in the worker): no connections yet, accepting."""
         self.counts[slot] = 0
         self.accepting[slot] = True
+        self.able[slot] = True
         return Share(self, slot)
 
     def leave(self, slot: int) -> None:
         """A worker has exited (in the supervisor): its slot counts for nothing until reused,
         and the others look again, in case it was the one accepting."""
         self.accepting[slot] = False
+        self.able[slot] = False
         self.counts[slot] = GONE
         for other in range(len(self.counts)):
             self.ring(other)
@@ -86,26 +100,27 @@ class Share:
         """Whether this worker should accept now, holding `connections` and `able` to accept
         more (not at its connection limit, not stopping)."""
         shares, slot = self.shares, self.slot
-        changed = shares.counts[slot] != connections
+        grew = connections > shares.counts[slot]
         shares.counts[slot] = connections
         accepting = self._decide(connections, able)
-        if changed and accepting:
+        if grew:  # a stopped worker that held more may now hold few enough, whatever this decided
             self._ring_stopped(connections)
         return accepting
 
     def _decide(self, connections: int, able: bool) -> bool:
         shares, slot = self.shares, self.slot
         if not able:
-            if shares.accepting[slot]:  # it cannot: the others must not count on it
+            if shares.able[slot]:  # it cannot: the others must not count on it
                 self._stop_accepting()
             return False
+        shares.able[slot] = True
         if connections <= self._fewest_elsewhere() + SLACK:
             shares.accepting[slot] = True
             return True
         if not shares.accepting[slot]:
             return False
-        if not shares.deciding.acquire(0):
-            return True  # another worker is deciding: keep accepting, ask again next pass
+        if not shares.deciding.acquire(DECIDING_WAIT_SECONDS):
+            return True  # another worker's decision is held up: keep accepting, ask next pass
         try:
             if connections <= self._fewest_elsewhere() + SLACK:
                 return True
@@ -123,17 +138,18 @@ class Share:
         decided = shares.deciding.acquire(DECIDING_WAIT_SECONDS)
         try:
             shares.accepting[self.slot] = False
+            shares.able[self.slot] = False
             self._ring_stopped(float("inf"))
         finally:
             if decided:
                 shares.deciding.release()
 
     def _fewest_elsewhere(self) -> float:
-        """The fewest connections another accepting worker holds (infinite if none accepts)."""
+        """The fewest connections another worker able to accept holds (infinite if none is)."""
         shares, slot = self.shares, self.slot
         fewest = float("inf")
         for other, count in enumerate(shares.counts):
-            if other != slot and shares.accepting[other] and 0 <= count < fewest:
+            if other != slot and shares.able[other] and 0 <= count < fewest:
                 fewest = count
         return fewest
 

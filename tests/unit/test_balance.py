@@ -34,11 +34,33 @@ def test_a_worker_holding_more_than_its_share_stops_and_is_rung_back():
     assert a.accepts(SLACK + 1, able=True)
 
 
+def test_a_burst_cannot_pile_up_on_the_one_worker_left_accepting():
+    """Workers stopped for a moment beside one holding none still count: the one left
+    accepting stops at its share too, and rings them (before, it took every connection until
+    they were scheduled again: 2, 2, 10 and 2 under wrk's 16 at once)."""
+    shares = Shares(3)
+    a, b, c = shares.join(0), shares.join(1), shares.join(2)
+    assert not b.accepts(SLACK + 1, able=True)  # a and c hold none yet
+    assert not c.accepts(SLACK + 1, able=True)
+    assert a.accepts(SLACK + 2, able=True)
+    assert not a.accepts(SLACK + 3, able=True)
+    assert rung(shares, 1) and rung(shares, 2)
+    assert b.accepts(SLACK + 1, able=True)
+
+
 def test_the_last_worker_accepting_never_stops():
     shares = Shares(2)
     a, b = shares.join(0), shares.join(1)
     assert not b.accepts(0, able=False)  # at its limit: a cannot count on it
     assert a.accepts(100, able=True)
+
+
+def test_a_stopped_worker_that_can_accept_no_more_is_no_longer_counted_on():
+    shares = Shares(2)
+    a, b = shares.join(0), shares.join(1)
+    assert not a.accepts(SLACK + 1, able=True)  # b holds none: a stops
+    assert not a.accepts(SLACK + 1, able=False)  # then a reaches its limit, or starts stopping
+    assert b.accepts(3 * SLACK + 3, able=True)  # b is the only one able to: it accepts
 
 
 def test_a_worker_that_exits_hands_accepting_back_to_the_others():
@@ -67,10 +89,23 @@ passes = st.lists(
 )
 
 
+def wrongly_stopped(shares: Shares, state: dict[int, tuple[int, bool]]) -> list[int]:
+    """The workers able to accept that stopped though none able elsewhere holds fewer by more
+    than SLACK."""
+    wrong = []
+    for slot, (connections, able) in state.items():
+        fewest = min((n for other, (n, ok) in state.items() if other != slot and ok), default=None)
+        share_allows = fewest is None or connections <= fewest + SLACK
+        if able and share_allows and not shares.accepting[slot]:
+            wrong.append(slot)
+    return wrong
+
+
 @given(passes)
 def test_some_worker_accepts_whenever_one_can(steps):
     """After any passes, exits and restarts, once the rung workers have looked again: if a
-    worker is able to accept, one is accepting (a new connection never waits on nobody)."""
+    worker is able to accept, one is accepting (a new connection never waits on nobody), and
+    none able to accept has stopped while holding no more than its share."""
     shares = Shares(3)
     workers = {slot: shares.join(slot) for slot in range(3)}
     state = {slot: (0, True) for slot in range(3)}
@@ -84,6 +119,7 @@ def test_some_worker_accepts_whenever_one_can(steps):
         settle(shares, workers, state)
         if any(able for _, able in state.values()):
             assert any(shares.accepting[slot] for slot in workers), (state, list(shares.counts))
+        assert not wrongly_stopped(shares, state), (state, list(shares.counts))
 
 
 def test_a_worker_that_can_accept_no_more_rings_the_stopped_even_while_another_decides():
