@@ -55,7 +55,11 @@ def load_long_history(
     app, clock = services.app, services.clock
     keys = app.resource_keys
     lease = Lease(
-        keys.of(organization, RESOURCE_TYPE, resource_id), organization, RESOURCE_TYPE, resource_id
+        keys.of(organization, RESOURCE_TYPE, resource_id),
+        organization,
+        RESOURCE_TYPE,
+        resource_id,
+        timestamp=clock.now(),
     )
     started = time.monotonic()
     for done in range(1, leases + 1):
@@ -86,13 +90,10 @@ def load_unreleased(
     started = time.monotonic()
     for done in range(1, count + 1):
         resource = (organization, RESOURCE_TYPE, f"unreleased-{done}")
-        lease = Lease(keys.of(*resource), *resource)
+        now = clock.now()
+        lease = Lease(keys.of(*resource), *resource, timestamp=now)
         lease.acquire(
-            lease_id=new_id(LEASE),
-            holder=holder,
-            purpose="history",
-            now=clock.now(),
-            ttl_seconds=86_400,
+            lease_id=new_id(LEASE), holder=holder, purpose="history", now=now, ttl_seconds=86_400
         )
         pending.append(lease)
         if len(pending) == batch or done == count:
@@ -123,8 +124,8 @@ def fill_events(
         for _ in range(min(batch, (until - have + 2) // 3)):
             number += 1
             resource = (organization, RESOURCE_TYPE, f"filler-{number}")
-            lease = Lease(keys.of(*resource), *resource)
             now = clock.now()
+            lease = Lease(keys.of(*resource), *resource, timestamp=now)
             term = lease.acquire(
                 lease_id=new_id(LEASE), holder=holder, purpose="history", now=now, ttl_seconds=600
             )
@@ -141,7 +142,8 @@ def project(services: Services, progress: Progress) -> None:
     started = time.monotonic()
     with _pipelined(services):
         services.projector.catch_up()
-    progress(f"  projections caught up to {services.projector.position():,} in {_since(started)}")
+    position = min(services.projector.positions().values())
+    progress(f"  projections caught up to {position:,} in {_since(started)}")
 
 
 @contextlib.contextmanager

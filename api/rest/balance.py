@@ -12,20 +12,21 @@ stopped for a moment beside a worker holding none yet, did not count, so the one
 accepting took everything until they had been scheduled again (2, 2, 10 and 2 connections, at
 a fifth fewer acquires per second; docs/performance.md, "Round fifteen"). Each worker accepts
 at most one connection per pass and publishes its count at the next, so the counts it decides
-by trail by one at most, and a burst ends within SLACK + 1 of even.
+by trail by one at most: once every worker has joined, a burst ends within SLACK + 1 of even
+(unless a decision's wait for the mutex below runs out).
 
 Two rules keep a new connection from waiting on nobody:
 
 - a worker stops accepting only while another worker able to accept holds fewer connections,
   decided under a mutex the workers share, so the one holding the fewest never stops and two
   cannot each leave it to the other (taking up accepting again needs nobody's leave; one that
-  can accept no more, at its connection limit or stopping, says so under the mutex too, and
-  rings the others);
-- a worker that stopped sleeps in its loop without looking at its share, so whoever changes what
-  it would decide rings its bell (a pipe in its loop): a worker whose connections grow in
-  number, or that can accept no more (at its connection limit), rings the stopped workers that
-  may now take up accepting, and the supervisor, when a worker exits and its slot is marked
-  gone, rings them all.
+  can accept no more, at its connection limit or its loop ended, says so under the mutex too,
+  and rings the others);
+- a worker that stopped looks at its share again only once a second (its loop's timeout)
+  unless rung, so whoever changes what it would decide rings its bell (a pipe in its loop): a
+  worker whose connections grow in number, or that can accept no more (at its connection
+  limit, or its loop ended), rings the stopped workers that may now take up accepting, and the
+  supervisor, when a worker exits and its slot is marked gone, rings them all.
 """
 
 from __future__ import annotations
@@ -41,13 +42,16 @@ from waitress import wasyncore
 from titen.storage.shared_mutex import SharedMutex
 
 SLACK = 1
-"""How many more connections than another accepting worker a worker may hold and still accept."""
+"""How many more connections than another worker able to accept a worker may hold and still
+accept."""
 GONE = -1
 """A slot's count while no worker holds it."""
 DECIDING_WAIT_SECONDS = 0.05
 """How long a worker waits for another's decision before deciding without the mutex: its holder
-decides in microseconds, so a worker that would stop waits rather than accept beyond its share,
-and one that can accept no more says so anyway past the wait."""
+decides in microseconds (plus, under load, the wait for its own interpreter lock), so a worker
+that would stop waits rather than accept beyond its share, and one that can accept no more says
+so anyway past the wait. A holder that never releases it (a frozen process) costs a worker over
+its share this wait at each of its passes, and it keeps accepting."""
 
 
 class Shares:
@@ -57,7 +61,7 @@ class Shares:
         self.counts = RawArray(ctypes.c_int, [GONE] * workers)
         self.accepting = RawArray(ctypes.c_bool, [False] * workers)
         self.able = RawArray(ctypes.c_bool, [False] * workers)
-        """Whether each worker may take more connections (not at its limit, not stopping)."""
+        """Whether each worker may take more connections (not at its limit, its loop running)."""
         self.deciding = SharedMutex()
         self.bells = [os.pipe() for _ in range(workers)]
         for _, ring in self.bells:
@@ -72,7 +76,7 @@ class Shares:
 
     def leave(self, slot: int) -> None:
         """A worker has exited (in the supervisor): its slot counts for nothing until reused,
-        and the others look again, in case it was the one accepting."""
+        and the others look again, in case they counted on it."""
         self.accepting[slot] = False
         self.able[slot] = False
         self.counts[slot] = GONE
@@ -98,7 +102,7 @@ class Share:
 
     def accepts(self, connections: int, able: bool) -> bool:
         """Whether this worker should accept now, holding `connections` and `able` to accept
-        more (not at its connection limit, not stopping)."""
+        more (not at its connection limit, its loop running)."""
         shares, slot = self.shares, self.slot
         grew = connections > shares.counts[slot]
         shares.counts[slot] = connections
@@ -130,10 +134,10 @@ class Share:
             shares.deciding.release()
 
     def _stop_accepting(self) -> None:
-        """Stop accepting though no other worker may (at the limit, or stopping), and ring
-        those that stopped: under the mutex, so that none stops meanwhile counting on this one
-        and goes unrung. The mutex is waited for briefly: its holder decides in microseconds,
-        and past the wait the ring still goes out."""
+        """Stop accepting and stop being counted on (this worker is at its limit, or its loop
+        has ended), whether or not another worker accepts, and ring those that stopped: under
+        the mutex, so that none stops meanwhile counting on this one and goes unrung. The
+        mutex is waited for briefly, and past the wait the ring still goes out."""
         shares = self.shares
         decided = shares.deciding.acquire(DECIDING_WAIT_SECONDS)
         try:
@@ -155,7 +159,7 @@ class Share:
 
     def _ring_stopped(self, connections: float) -> None:
         """Ring each stopped worker that holds few enough connections to accept again beside
-        this one, now holding `connections` (infinite: this one no longer accepts)."""
+        this one, now holding `connections` (infinite: this one can accept no more)."""
         shares = self.shares
         for other, count in enumerate(shares.counts):
             stopped = other != self.slot and not shares.accepting[other] and count >= 0

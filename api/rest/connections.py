@@ -464,9 +464,18 @@ class Server(TcpWSGIServer):
         try:
             self.poller.loop(self.adj.asyncore_loop_timeout)
         except (SystemExit, KeyboardInterrupt):
+            self._stop_sharing()
             self.task_dispatcher.shutdown()
         finally:
+            self._stop_sharing()
             self.poller.close()
+
+    def _stop_sharing(self) -> None:
+        """Tell the other workers this one accepts no more, as soon as its loop has ended: it
+        may hold the fewest connections, and the others must not wait on it while its
+        requests finish (up to waitress's 5 s) and the supervisor reaps it."""
+        if self.share is not None:
+            self.share.accepts(len(self.active_channels), able=False)
 
     def pull_trigger(self) -> None:
         """Waitress's wake-up of the loop, skipped when a request's thread ends its request

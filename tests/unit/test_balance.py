@@ -1,5 +1,6 @@
 """Workers sharing out connections (api/rest/balance.py): each stops accepting only while
-another accepts, and whoever changes what a stopped worker would decide rings it."""
+another worker able to accept holds fewer, and whoever changes what a stopped worker would
+decide rings it."""
 
 from __future__ import annotations
 
@@ -63,6 +64,34 @@ def test_a_stopped_worker_that_can_accept_no_more_is_no_longer_counted_on():
     assert b.accepts(3 * SLACK + 3, able=True)  # b is the only one able to: it accepts
 
 
+def test_a_worker_able_again_is_counted_again():
+    shares = Shares(2)
+    a, b = shares.join(0), shares.join(1)
+    assert not b.accepts(0, able=False)
+    assert a.accepts(SLACK + 5, able=True)  # b cannot take any: a takes them all
+    assert b.accepts(0, able=True)
+    assert not a.accepts(SLACK + 5, able=True)  # b can again, holding none: the next go there
+
+
+def test_a_worker_waits_for_another_decision_rather_than_accept_past_its_share():
+    shares = Shares(2)
+    a, b = shares.join(0), shares.join(1)
+    assert b.accepts(0, able=True)
+    held = threading.Event()
+
+    def decide_for_a_moment() -> None:
+        assert shares.deciding.acquire(1)
+        held.set()
+        time.sleep(0.01)
+        shares.deciding.release()
+
+    deciding = threading.Thread(target=decide_for_a_moment)
+    deciding.start()
+    assert held.wait(5)
+    assert not a.accepts(SLACK + 1, able=True)  # b holds none: a stops, once it may decide
+    deciding.join()
+
+
 def test_a_worker_that_exits_hands_accepting_back_to_the_others():
     shares = Shares(2)
     a = shares.join(0)
@@ -89,23 +118,28 @@ passes = st.lists(
 )
 
 
+def share_allows(state: dict[int, tuple[int, bool]], slot: int) -> bool:
+    """Whether `slot`'s connections are within SLACK of the fewest held by another worker able
+    to accept (or no other is able)."""
+    connections, _ = state[slot]
+    fewest = min((n for other, (n, ok) in state.items() if other != slot and ok), default=None)
+    return fewest is None or connections <= fewest + SLACK
+
+
 def wrongly_stopped(shares: Shares, state: dict[int, tuple[int, bool]]) -> list[int]:
-    """The workers able to accept that stopped though none able elsewhere holds fewer by more
-    than SLACK."""
-    wrong = []
-    for slot, (connections, able) in state.items():
-        fewest = min((n for other, (n, ok) in state.items() if other != slot and ok), default=None)
-        share_allows = fewest is None or connections <= fewest + SLACK
-        if able and share_allows and not shares.accepting[slot]:
-            wrong.append(slot)
-    return wrong
+    """The workers able to accept that stopped though their share allows more."""
+    return [
+        slot
+        for slot, (_, able) in state.items()
+        if able and share_allows(state, slot) and not shares.accepting[slot]
+    ]
 
 
 @given(passes)
 def test_some_worker_accepts_whenever_one_can(steps):
     """After any passes, exits and restarts, once the rung workers have looked again: if a
-    worker is able to accept, one is accepting (a new connection never waits on nobody), and
-    none able to accept has stopped while holding no more than its share."""
+    worker is able to accept, one is accepting (a new connection never waits on nobody), each
+    pass decides by the worker's share, and none able to accept is left stopped within it."""
     shares = Shares(3)
     workers = {slot: shares.join(slot) for slot in range(3)}
     state = {slot: (0, True) for slot in range(3)}
@@ -115,7 +149,8 @@ def test_some_worker_accepts_whenever_one_can(steps):
             workers[slot] = shares.join(slot)
             connections = 0
         state[slot] = (connections, able)
-        workers[slot].accepts(connections, able)
+        decided = workers[slot].accepts(connections, able)
+        assert decided == (able and share_allows(state, slot)), state
         settle(shares, workers, state)
         if any(able for _, able in state.values()):
             assert any(shares.accepting[slot] for slot in workers), (state, list(shares.counts))

@@ -35,8 +35,9 @@ def test_the_rest_is_random() -> None:
     same_millisecond = [u for u in made if u.int >> 80 == made[0].int >> 80]
     random_parts = {(u.int >> 64 & 0xFFF, u.int & (1 << 62) - 1) for u in same_millisecond}
     assert len(random_parts) == len(same_millisecond)
-    low_bits = {u.int & 0xFFFF for u in made}  # the last 16 bits vary, not a counter's few
-    assert len(low_bits) > 1900
+    before_variant = {u.int >> 64 & 0xFFF for u in made}  # the 12 bits between version and variant
+    after_variant = {u.int & 0xFFFF for u in made}  # and the last 16 bits: not a counter's few
+    assert len(before_variant) > 1500 and len(after_variant) > 1900
 
 
 def test_ids_of_earlier_releases_still_read() -> None:
