@@ -124,7 +124,7 @@ class Database:
         the URL is created first, as the library expects it to exist. On SQLite an exclusive
         lock on a file beside the store plays the advisory lock's part: the library decides
         what to create before it takes SQLite's write lock, and two processes starting on a new
-        file both recorded its tracking-table migration (an IntegrityError).
+        file would both record its tracking-table migration (an IntegrityError).
         """
         if self.kind != "postgres":
             self._check_sqlite()
