@@ -1,23 +1,14 @@
 """The agent's two MCP tools, titen_lease_acquire and titen_handoff, for every transport.
 
-One definition serves `titen mcp` (stdio, calling the REST API under the agent's key:
-api/client/mcp.py) and `titen serve`'s `/mcp` (Streamable HTTP, calling the services as the
-request's key: api/rest/mcp.py), so the two cannot drift: same names, descriptions, input and
-output schemas, validation and words. Release, resolve and the inbox stay REST-only (spec,
-"From MCP"): over MCP an agent can take work and pass it along.
-
-Every input bound is the REST route's own JSON Schema, published as is, and checked here by the
-same validator as REST's (titen.api.validation) before anything else sees the arguments: the
-SDK's own model would coerce `"600"` to 600, `true` to 1 and let `message: null` through, and
-word its refusals as pydantic does. So an argument REST would refuse is refused here, in REST's
-words ("ttl_seconds must be of type integer."), as a tool error, like a conflict, a refused key
-or an unavailable service. A tool error's text is the service's message alone: the SDK would
-prefix it with `Error executing tool <name>: ` and log it, which over stdio is the MCP host's log
-and no place for an agent's refusals. The server keeps serving after any of them.
-
-What a tool does is an `Agent`'s: each call asks `agent_of(ctx)` for the one acting on it (over
-HTTP, the principal of that request's key), which raises `Refused` with the service's words
-when the service refuses.
+One definition serves `titen mcp` (stdio, calling the REST API: api/client/mcp.py) and `titen
+serve`'s `/mcp` (Streamable HTTP, calling the services: api/rest/mcp.py), so the two cannot
+drift. Release, resolve and the inbox stay REST-only (spec, "From MCP"). Arguments are checked
+by REST's own schemas and validator (titen.api.validation) before anything else sees them: the
+SDK's model would coerce `"600"` to 600 and `true` to 1, and word refusals as pydantic does. A
+refusal, a conflict or an unavailable service is a tool error whose text is the service's
+message alone: the SDK would prefix and log it, over stdio into the MCP host's log. The server
+keeps serving after any of them. Each call acts as `agent_of(ctx)` (over HTTP, the principal of
+the request's key), which raises `Refused` with the service's words when the service refuses.
 """
 
 from __future__ import annotations

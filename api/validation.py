@@ -1,20 +1,13 @@
 """Validating a JSON value against one of titen.api.schemas, in REST's words.
 
 One validator for every edge that takes these values (the REST routes and the MCP tools), so a
-value is refused for the same reason, in the same words, wherever it arrives. It needs the
-jsonschema libraries and nothing of the server.
-
-Two libraries, one answer: fastjsonschema compiles each schema to plain Python and decides in a
-few microseconds that a value fits, which is what nearly every request needs; only a value it
-refuses goes through jsonschema, whose errors name the field in REST's words (70 to 200 µs, paid by
-bad requests alone). Patterns are left out of the compiled code and checked by `_fits`
-with the same rules as `_pattern`, so both paths accept exactly the same values
-(tests/unit/test_validation.py holds them to it).
-
-jsonschema is imported when a value is first refused, not with this module: its import (with
-its specifications and their references) is 80 ms of CPU, paid by every server that starts
-(hundreds in `make test`) for words most of them never say. The schemas are valid Draft
-2020-12 (tests/unit/test_validation.py checks each).
+value is refused for the same reason, in the same words, wherever it arrives. fastjsonschema
+compiles each schema to plain Python and decides in microseconds that a value fits; only a value
+it refuses goes through jsonschema, whose errors name the field in REST's words. Patterns are
+left out of the compiled code and checked by `_fits` with the same rules as `_pattern`, so both
+paths accept exactly the same values (tests/unit/test_validation.py holds them to it, and checks
+each schema is valid Draft 2020-12). jsonschema is imported when a value is first refused: its
+import costs every starting server CPU for words most of them never say.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """The opaque cursor: a position sealed so that clients can neither read nor forge one.
 
-One encoding for every place that hands a position out: list pages, the event log's `cursor`
-and `next_cursor`, and the CloudEvents that webhooks and the relay deliver. Reading one back
-strictly is the REST edge's job (api/rest/paging.py).
-
-Version 3, made now: a version byte, then one AES-256 block that encrypts the position's 8
-bytes, a purpose byte (1: a log position, 2: another counter: a resource's audit, the webhook
-list, delivery attempts) and 7 zero check bytes. The purpose seals the two apart: a counter's
-cursor is no log position (an audit cursor given as the event log's `after` would otherwise
-read the log from a number the caller never saw), and a log cursor is no counter's.
-
-Version 2, made by the previous release: the same block with 8 zero check bytes and no purpose,
-still accepted wherever it was (as a log position or a counter's), since clients hold them.
-Its block was encrypted under a key of the store's (service/store_secret.py),
-in URL-safe base64 (23 characters). The log position is global, so in the clear (version 1) it
-let one organization count every organization's events between two of its own; sealed, a cursor
-says nothing of the position, not even how far apart two are. A changed or made-up cursor
-decrypts to check bytes that are not zero (one chance in 2^64 of passing), so it is refused. One
-block under a fixed key is deterministic: the same position always gives the same cursor, on any
-process of the store and after restarts, which is what a client resuming from a cursor needs.
-
-Version 1, made by earlier releases (URL-safe base64 of `{"v":1,"after":N}`), is still accepted,
-since clients hold them, but a log position only up to where the log ended when the store's
-secret was made: every cursor of the log handed out in the clear was at most that, and anything
-beyond would let a client probe positions it was never given.
+One encoding for every position handed out (list pages, the event log, CloudEvents); reading
+one back strictly is the REST edge's job (api/rest/paging.py). Version 3 is a version byte and
+one AES-256 block, under the store's key (service/store_secret.py), of the position's 8 bytes,
+a purpose byte (LOG or COUNTER: no counter's cursor reads as a log position) and 7 zero check
+bytes, in URL-safe base64. A forged cursor fails the check (one chance in 2^64); one block under
+a fixed key is deterministic, so a position has one cursor on every process and after restarts.
+Sealed, the global log position tells one organization nothing of the others' events. Clients
+hold cursors of earlier releases, so they stay valid: version 2 (no purpose byte) anywhere, and
+version 1 (`{"v":1,"after":N}` in the clear) up to where the log ended when the secret was made.
 """
 
 from __future__ import annotations
@@ -41,8 +26,8 @@ SEALED = 2
 """Sealed without a purpose: the previous release's cursors, read back only."""
 TAGGED = 3
 LOG, COUNTER = 1, 2
-"""Purpose bytes; neither is 0, so no version 3 block is a version 2 block under another
-version byte (one spelling per cursor)."""
+"""Purpose bytes: a log position, or another counter (a resource's audit, the webhook list,
+delivery attempts). Neither is 0, so no version 3 block is also a version 2 block."""
 MAX_POSITION = 2**63 - 1
 """Positions are signed 64-bit integers in both stores: a cursor beyond is no cursor we made."""
 CHECK = bytes(8)

@@ -40,7 +40,7 @@ RESOLVED_FIELDS = (*FIELDS, "resolved_at")
 
 class Handoff(Aggregate):
     # The events are declared, not generated from the methods' names, so that type checkers
-    # and editors see their fields (docs/tooling.md); their topics are the same as before.
+    # and editors see their fields (docs/tooling.md); their topics are those stored events carry.
     class Created(Aggregate.Created):
         """The handoff began, pending."""
 

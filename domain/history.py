@@ -1,18 +1,12 @@
 """Audit replay: what the event log says happened to a resource's leases, or to a handoff.
 
-Pure functions over one aggregate's domain events in the order they were recorded: no storage,
-no clock. The answers come from the log itself, never from a projection, so an operator can rely
-on them even if a read model were wrong.
-
-`as_of` replays the events recorded up to that instant, in the service's own time (the instants
-the API reported: acquired_at, released_at, created_at, …). It takes the longest prefix of the
-events read whose events are all at or before it, so the answer is always a state that existed,
-even if a clock stepped back between two commands.
-
-A resource's terms are replayed from any stretch of its Lease's events, not only from the first:
-a page of terms is read from the events after the previous page's last term, and one lease's
-term from its own events (docs/audit.md), so the work is bounded by what is shown, not by how
-long the resource's history has grown.
+Pure functions over one aggregate's domain events in recorded order: no storage, no clock. The
+answers come from the log itself, never a projection, so they hold even if a read model were
+wrong. `as_of` (in the service's own time: the instants the API reported) replays the longest
+prefix of events all at or before it, so the answer is a state that existed even if a clock
+stepped back between two commands. A resource's terms replay from any stretch of its events (a
+page from after the previous page's last term, one lease's term from its own events), so the
+work is bounded by what is shown, not by the length of the resource's history (docs/audit.md).
 """
 
 from __future__ import annotations

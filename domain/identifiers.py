@@ -1,26 +1,14 @@
 """What a name chosen by a client may be: the one source of the rules for identifiers.
 
-Resource types and ids, principals, subject, context and checkpoint ids, and organizations are
-compared byte for byte (identity is never normalised), so text that reads the same must not be
-spelled two ways. An identifier is therefore refused, never rewritten, when it:
-
-- is empty or longer than NAME_LENGTH characters, or is only whitespace;
-- holds a control character (Unicode Cc: C0, DEL and C1, so also a newline and U+0085), a line
-  or paragraph separator (U+2028, U+2029) or a lone surrogate (Cs, which UTF-8 cannot store);
-- holds a format character (Unicode Cf: zero-width spaces and joiners, bidi overrides, soft
-  hyphens...), invisible yet part of the bytes;
-- is not in Unicode normalization form C (NFC), so that `café` has one spelling.
-
-Organizations also appear in each CloudEvent's `source` (`/titen/organizations/ORG`), so they
-are URI-safe: RFC 3986 unreserved characters, starting with a letter or digit (never `.` or
-`..`, never a `/`).
-
-REST, MCP and `titen keys create` all check these rules (through api/schemas.py for the first
-two). The published JSON Schema pattern (`PATTERN`) says as much as a portable pattern can:
-the forbidden characters of the Basic Multilingual Plane and the whitespace-only case. A
-pattern cannot say NFC, and Cf characters beyond the BMP would need surrogate pairs, which
-ECMA-262 patterns without the `u` flag and data generators cannot use; `problem` checks all.
-A pure module: no I/O.
+Identifiers (resource types and ids, principals, subject, context and checkpoint ids,
+organizations) are compared byte for byte, never normalised, so text that reads the same must
+have one spelling: an identifier is refused, never rewritten, when it is empty, longer than
+NAME_LENGTH or only whitespace, holds a control character (Cc, U+2028, U+2029), a lone surrogate
+(Cs) or an invisible format character (Cf), or is not in NFC. Organizations also appear in each
+CloudEvent's `source`, so they are URI-safe (RFC 3986 unreserved, starting with a letter or
+digit). REST, MCP and `titen keys create` all check these rules. The published `PATTERN` says
+what a portable pattern can (no NFC, no Cf beyond the BMP, which ECMA-262 patterns without the
+`u` flag cannot match); `problem` checks all.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Public identifiers: a prefix naming the kind, then 32 hex digits of a UUID.
 
-A new UUID is time-ordered, laid out as RFC 9562's version 7: the first 48 bits are the Unix
-time in milliseconds, 74 of the other 80 are random. Rows keyed by new ids then go in at the
-end of their indexes: each lease id keys three read-model tables and the log's subject index,
-and with random ids every acquire dirtied a page of each of them anywhere in the file, which
-SQLite writes to its WAL at every commit and copies again at every checkpoint
-(docs/performance.md, "Round fifteen"). The time only places an id in an index: nothing
-orders, compares or checks ids by it, so the clocks of two nodes may disagree, and ids made
-by earlier releases (version 4, random throughout) are as valid as new ones.
+A new UUID is time-ordered (RFC 9562's version 7: 48 bits of Unix milliseconds, 74 random), so
+rows keyed by new ids go in at the end of their indexes: random ids would dirty a page anywhere
+in each of the four indexes a lease id keys (three read-model tables, the log's subject index),
+which SQLite writes to its WAL at every commit and again at every checkpoint. The time only
+places an id in an index: nothing orders, compares or checks ids by it, so the clocks of two
+nodes may disagree, and version 4 ids (random) of earlier releases are as valid as new ones.
 """
 
 from __future__ import annotations

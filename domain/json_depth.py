@@ -2,10 +2,9 @@
 
 The standard library's parser recurses once per level of arrays and objects, up to the
 interpreter's recursion limit, and whatever the garbage collector runs down there (another
-object's finalizer, a callback) fails for want of stack: "Exception ignored", and once a failed
-CI run. So every JSON text a client sends is measured first, and one nested too deep is never
-parsed. A text that opens too many levels before it breaks is refused as too deep, not as
-broken.
+object's finalizer, a callback) fails for want of stack ("Exception ignored"). So every JSON
+text a client sends is measured first, and one nested too deep is never parsed. A text that
+opens too many levels before it breaks is refused as too deep, not as broken.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """The Lease aggregate: one leasable resource of an organization and every term on it.
 
-One aggregate per (organization, resource_type, resource_id), with a deterministic id (see
-`ResourceKeys`), so two acquires of the same resource race on the same aggregate version and the
-event store's optimistic concurrency lets exactly one of them win. Each term is recorded as
-events: how it began (Acquired) and how it ended (Released, Superseded or ReplacedAfterExpiry).
-
-Every term gets a fencing token: 1 for the first acquire of the resource, one more for each
-later one, so a downstream system that remembers the highest token it has seen can refuse a
-holder that was paused past its TTL while someone else took the resource (docs/leases.md).
-
-Every event carries the instant its command decided at as its timestamp (the library's own
-stamp, which the audit shows), not the process's wall clock: on PostgreSQL that instant is the
-database's, and the save's transaction checks it (docs/deployment.md#clocks).
+One aggregate per (organization, resource_type, resource_id), with a deterministic id
+(`ResourceKeys`), so two acquires of one resource race on the same aggregate version and the
+event store's optimistic concurrency lets exactly one win. A term is recorded as how it began
+(Acquired) and how it ended (Released, Superseded or ReplacedAfterExpiry). Fencing tokens count
+the terms from 1, so a downstream system can refuse a holder paused past its TTL while someone
+else took the resource (docs/leases.md). An event's timestamp (the library's, shown by the audit)
+is the instant its command decided at, not the process's wall clock: on PostgreSQL the
+database's, checked by the save's transaction (docs/deployment.md#clocks).
 """
 
 from __future__ import annotations
@@ -89,13 +85,10 @@ def has_expired(expires_at: datetime, now: datetime) -> bool:
 def terms_begun(version: int) -> int:
     """How many terms had begun on a resource once its Lease reached `version`.
 
-    Registered is version 1; each term records its Acquired event and, once it ends, exactly one
-    ending event, and a term begins only when none is current (in the same command as the ending
-    when it supersedes or replaces one). So the n-th Acquired is version 2n, and version // 2
-    counts the acquires so far. Being a pure function of the resource's history, it gives events
-    stored before tokens existed the tokens they would have had; being derived rather than kept
-    in the aggregate's state, it leaves snapshots in the shape older releases wrote (a snapshot's
-    upcast is not told the snapshot's version, so a stored counter could not be derived there).
+    Registered is version 1, and each term adds its Acquired and then one ending event, so the
+    n-th Acquired is version 2n. Derived, not kept in the state: events stored before tokens
+    existed get the tokens they would have had, and snapshots keep the shape older releases wrote
+    (a snapshot's upcast is not told its version, so a stored counter could not be derived).
     """
     return version // 2
 

@@ -1,20 +1,13 @@
 """One thread per server process that learns of new commits and wakes subscribers.
 
-The read models are written with each command (projections/projector.py), so nothing is left to
-apply: the follower only hands new rows of the event log to this process's streams and
-long-polls (projections/recent_events.py), one read per commit for all of them. On PostgreSQL it
-wakes on the event store's NOTIFY, which every process's commits send (one LISTEN connection per
-process, with a poll as the safety net for a lost notification); SQLite has no notifications, so
-it is nudged by this process's commits that a subscriber here waits for (a commit of another
-organization waits for the next poll: a nudge per commit cost 64 streams of other
-organizations 0.15 ms on each acquire, bench/streams.py) and polls often for other processes',
-which is one indexed query, and only while someone subscribes.
-
-While nothing wants it (no subscriber in this process, and nothing else `needed`, such as the
-webhook doorbell while an enabled webhook exists), the follower sleeps: it neither listens nor
-polls, and a commit does not wake it (issue 21: every commit woke it, 17% of the interpreter's
-time on SQLite with nobody listening). A first subscriber, or `wake()`, starts it again; it
-also looks once every SAFETY_POLL_SECONDS whether `needed` changed.
+Read models are written with each command, so the follower only hands new rows of the event log
+to this process's streams and long-polls (projections/recent_events.py), one read per commit for
+all of them. On PostgreSQL it wakes on the event store's NOTIFY (one LISTEN connection per
+process, a poll as the safety net). SQLite has no notifications: it polls often (one indexed
+query) and is nudged by this process's commits that a subscriber here waits for, not by others.
+While nothing wants it (no subscriber here, nothing else `needed`, such as the webhook doorbell
+while an enabled webhook exists) it sleeps: it neither listens nor polls, and no commit costs a
+wake. A first subscriber or `wake()` starts it again; it also looks every SAFETY_POLL_SECONDS.
 """
 
 from __future__ import annotations

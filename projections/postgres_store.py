@@ -73,7 +73,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         """One statement on its own (the pool's connections autocommit): no BEGIN and ROLLBACK
         round trips around it, and no ROLLBACK, which makes psycopg forget the connection's
-        prepared statements (DEALLOCATE ALL) so the library's statements were prepared again."""
+        prepared statements (DEALLOCATE ALL), so the library's would be prepared again."""
         with self.datastore.get_connection() as conn, conn.cursor() as cursor:
             cursor.execute(self.sql(template), params)
             return [dict(row) for row in cursor.fetchall()]

@@ -1,25 +1,14 @@
 """Keeps the read models equal to the log: written with each command, caught up at startup.
 
-Every command's events and the read-model rows derived from them commit in one transaction:
-the event recorder calls `write` after inserting the events, on its own cursor
-(storage/inline.py). `write` first moves every projection's tracking record to the new position,
-which locks those records until the commit: a rebuild swapping its tables in claims the same
-records (projections/rebuild.py), so the two queue instead of interleaving. Each projection is
-one `apply` per event, the same function a rebuild and a catch-up use.
-
-`catch_up` applies what the log holds beyond a projection's tracking position: the events a
-release before inline read models left unapplied, or everything, for a projection new in this
-release. `bootstrap` runs it once at startup, before serving. Several processes may catch up at
-once: each transaction first claims the tracking record of every projection it changes and checks
-that it still holds the position it started from; the later one waits for the earlier, finds the
-position moved, rolls back and starts again from the positions now recorded. Every process on one
-store must run the same release, so no event can be committed without its rows once one serves.
-
-A read model that raises on an event is named, with the event's position and type, by
-`ProjectionFailed` (projections/failures.py): inline, the command fails and stores nothing, and
-the application hands the failure to `Failures.record` once the transaction has rolled back; in
-a catch-up, the catch-up records it and stops. `rebuild`, and a `verify` that finds no
-difference, clear the record.
+A command's events and the read-model rows derived from them commit in one transaction: the
+event recorder calls `write` on its own cursor (storage/inline.py), which first moves every
+projection's tracking record, locked until the commit, so a rebuild's swap (which claims the
+same records) queues instead of interleaving. `catch_up`, run before serving, applies what the
+log holds beyond a projection's position (what an earlier release left unapplied; all, for a new
+projection); processes catching up at once check their claimed positions, and the later one
+starts again. Every process on a store runs the same release. A read model that raises is named
+by `ProjectionFailed` and recorded (projections/failures.py): the command stores nothing, a
+catch-up stops; `rebuild`, or a `verify` that finds no difference, clears the record.
 """
 
 from __future__ import annotations
@@ -63,7 +52,7 @@ class Projector:
 
         The tracking records are claimed first, as a command's inline write does (it moves them
         before it writes any read-model row): `CREATE INDEX IF NOT EXISTS` locks its table
-        against writers even when the index exists, and taken before the claim it deadlocked
+        against writers even when the index exists, and taken before the claim it would deadlock
         with a command holding the records and waiting to write that table.
         """
         with self.store.writing() as writer:

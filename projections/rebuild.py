@@ -1,27 +1,14 @@
 """Rebuilding a projection beside the live one, and checking the live one against the log.
 
-A rebuild never writes the live tables until it is complete. The projection is applied from the
-start of the log to scratch copies of its tables (`<table>__rebuild`), in short transactions so
-commands and catch-ups carry on meanwhile. Then one transaction claims the live projection's
-tracking record. Every command moves that record in its own transaction, so from here until the
-commit no command can commit (on PostgreSQL they wait holding the events table lock, on SQLite for
-the write lock) and the live position is the log's end. The copy applies the events it still
-lacks up to there, read in the same transaction, then the live rows are replaced with the copy's,
-the copy dropped and its position recorded. The copy may be ahead of live (events an earlier
-release left unapplied): nobody can apply those events to live while its record is claimed.
-
-The replacement is `DELETE` then `INSERT … SELECT` on the live table, so it keeps its indexes,
-and readers see the old rows until that transaction commits and the new ones after it
-(PostgreSQL's snapshots, SQLite's write-ahead log): never a half-built table. It reads the log's
-tail on its own connection, so it needs no second one (asking the same SQLite pool for one while
-another thread waits for the writer would deadlock until the pool's timeout).
-
-Verification builds the copy the same way up to the live projection's own position, and compares
-the two in a transaction that holds that position still (catching the copy up inside it first).
-
-The copy has a tracking record of its own that each of its transactions claims, so two rebuilds
-of one projection cannot interleave: the later one resets it and the earlier one stops at its
-next transaction with `RebuildInterrupted`.
+A rebuild never writes the live tables until it is complete: the projection is applied to
+scratch copies (`<table>__rebuild`) in short transactions, so commands carry on meanwhile. Then
+one transaction claims the live projection's tracking record, which every command moves in its
+own transaction, so no command commits until it ends and the live position is the log's end;
+the copy catches up to there and replaces the live rows (`Scratch.swap`). Readers see the old
+rows or the new, never a half-built table. Verification builds the copy up to the live position
+and compares the two in a transaction that holds that position. The copy's own tracking record,
+claimed by each of its transactions, keeps two rebuilds of one projection from interleaving:
+the later resets it and the earlier stops with `RebuildInterrupted`.
 """
 
 from __future__ import annotations
@@ -124,7 +111,15 @@ class Scratch:
             self.progress(self.position)
 
     def swap(self) -> int:
-        """Replace the live rows with the copy's, brought up to the log's end; the position."""
+        """Replace the live rows with the copy's, brought up to the log's end; the position.
+
+        `DELETE` then `INSERT … SELECT` keeps the live table's indexes, and readers see the old
+        rows until the commit (PostgreSQL's snapshots, SQLite's WAL). The log's tail is read on
+        the claiming transaction's connection: asking the SQLite pool for a second while another
+        thread waits for the writer would deadlock until the pool's timeout. The copy may be
+        ahead of live (events an earlier release left unapplied): nobody applies those to live
+        while its record is claimed.
+        """
         live = self.projection.name
         self.fill()
         with self.store.writing() as writer:

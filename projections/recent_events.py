@@ -1,17 +1,13 @@
 """The organization event log's newest rows, read once per commit for every subscriber.
 
-Open streams and waiting long-polls would each query the event log after every commit. Instead
-the follower (projections/follower.py) reads the rows committed since its last read once, for
-all organizations, and subscribers take theirs from memory, filtered by organization and type.
-A reader whose cursor is older than what memory holds reads the table instead, as every
-request's first read does (`read_committed`). Memory holds every row after `floor`, in log
-order: the log commits in order (the events table lock on PostgreSQL, the write lock on SQLite),
-so a read after the last position held never skips a row that commits later. Nothing is read
-while nobody subscribes.
-
-Each organization's subscribers wait on a signal of their own: a read wakes only those of the
-organizations whose rows it brought, so a commit costs the streams of other organizations
-nothing (bench/streams.py).
+Rather than each open stream and waiting long-poll querying the event log after every commit,
+the follower (projections/follower.py) reads the rows committed since its last read once, for all
+organizations, and subscribers take theirs from memory. A reader whose cursor is older than
+memory reads the table instead, as every request's first read does (`read_committed`). Memory
+holds every row after `floor`, in log order: the log commits in order, so a read after the last
+position held never skips a row that commits later. Nothing is read while nobody subscribes.
+Each organization's subscribers wait on a signal of their own, so a commit costs the streams of
+other organizations nothing (bench/streams.py).
 """
 
 from __future__ import annotations

@@ -56,19 +56,15 @@ class Writer:
     """One open write transaction on the store.
 
     `tables` renames tables in every statement (`{live}` becomes `{scratch}`), so a projection
-    written for its live tables can be applied, unchanged, to scratch copies of them.
+    written for its live tables applies unchanged to scratch copies of them.
 
-    A `merging` writer (PostgreSQL's) holds back plain one-row INSERTs (PLAIN_INSERT) and sends
-    them all as one statement: each table's rows as one INSERT of many rows, the tables' INSERTs
-    joined by WITH (psycopg's cost is per statement far more than per row, so a command's four
-    read-model rows cost one statement, not four). It sends them before any other
-    statement, so every statement still sees the rows written before it, and at `flush`, which
-    its owner calls before the transaction ends. The rows of one table keep their order; only
-    INSERTs into different tables, which no other table's rows depend on, may change places.
-    Each held row keeps the writer's `source` at the time it was held, and a send of held rows
-    that fails before it reaches the server is raised as HeldRowsFailed with the failing row's
-    source. An error the server answered is raised as it is: in a pipeline it may be an earlier
-    statement's.
+    A `merging` writer (PostgreSQL's) holds back one-row INSERTs (PLAIN_INSERT) and sends them
+    as one statement, the tables' INSERTs joined by WITH (psycopg's cost is per statement far
+    more than per row), before any other statement and at `flush`, so every statement still sees
+    the rows written before it; one table's rows keep their order. A send that fails before it
+    reaches the server raises HeldRowsFailed with the failing row's `source` (as it was when the
+    row was held); an error the server answered is raised as it is (in a pipeline it may be an
+    earlier statement's).
     """
 
     def __init__(
@@ -376,7 +372,7 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
 
     def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         """One statement on its own: the library's connections autocommit, so a lone SELECT is
-        a transaction (and a snapshot) by itself. BEGIN and ROLLBACK around it were two more
+        a transaction (and a snapshot) by itself. BEGIN and ROLLBACK around it would be two more
         statements, each handing the interpreter lock to another thread and back, on reads
         made for every request (the key cache's revision, the webhook presence). A failure is
         raised as the library's error for it, as in a transaction."""

@@ -1,14 +1,11 @@
 """Stored answers of idempotent requests: what a keyed command answered, kept for 24 hours.
 
 A command that carries an Idempotency-Key writes its answer in the same transaction as its
-events (the recorder's inline hook, storage/inline.py), so the answer exists exactly when the
-events do: a crash in between cannot leave a command done but unanswered, or the reverse. The
-row's primary key is the key's whole scope; a second command that reaches the insert with the
-same scope (another thread or process that ran the same request at the same time) finds the
-row there, stores nothing, and its caller replays the stored answer instead.
-
-Like API keys this is a table beside the read models, not a read model: it records what was
-answered, which the event log does not hold, and `titen projections rebuild` leaves it alone.
+events (storage/inline.py), so the answer exists exactly when the events do. The row's primary
+key is the key's whole scope: a second command reaching the insert with the same scope (the same
+request run at once elsewhere) finds the row, stores nothing, and its caller replays the stored
+answer. Like API keys it is a table beside the read models, not a read model: it records what
+was answered, which the log does not hold, and `titen projections rebuild` leaves it alone.
 Expired rows are deleted by the next keyed write (no sweeper thread), and never answered.
 """
 

@@ -1,15 +1,12 @@
 """The application: the commands that change state, each saved atomically as domain events.
 
-Races are settled by the event store, not by locks: two commands that loaded the same
-aggregate version cannot both save, and the loser runs again against the new state.
-
-Each attempt decides at one instant, read from `clock` after loading what it decides on, and
-every event it makes carries that instant as its timestamp too (the library's own, which the
-audit shows). On PostgreSQL the clock is the database's and the save's transaction checks the
-instants against it (storage/clock.py): a command refused there runs again on a fresh reading.
-Each process's estimate of that clock trails it by its own round trip, so a command never
-decides before the last instant of what it loaded (`_instant_after`): a release on one node
-and an acquire right after it on another never show the second term beginning first.
+Races are settled by the event store, not by locks: two commands that loaded the same aggregate
+version cannot both save, and the loser runs again against the new state. Each attempt decides
+at one instant, read from `clock` after loading, which every event it makes carries as its
+timestamp. On PostgreSQL the clock is the database's and the save's transaction checks it
+(storage/clock.py): a refused command runs again on a fresh reading. That estimate trails the
+database by a round trip, so a command never decides before the last instant of what it loaded
+(`_instant_after`): a release on one node and an acquire right after on another keep their order.
 """
 
 from __future__ import annotations
@@ -109,7 +106,7 @@ class Titen(Application[UUID]):
         """The library's save (record, snapshot what fell due, tell the commit listeners),
         telling a domain event from an aggregate by its class: the library asks with
         `isinstance` against runtime Protocols, which inspects every member of the protocol on
-        each call (four such checks per acquire, about 45 us of a 0.7 ms command)."""
+        each call (four such checks per acquire)."""
         processing_event: ProcessingEvent[UUID] = ProcessingEvent()
         for obj in objs:
             if isinstance(obj, DomainEvent):

@@ -1,15 +1,11 @@
 """The audit queries, shared by the HTTP routes and the command line.
 
 Each reads one aggregate's events from the event store (never its snapshots), replays them with
-`domain/history.py`, and answers in the wire format (instants as `iso`). Only finding which
-aggregate holds a lease, and where in it the lease's term begins, uses projections (the lease
-directory and lease_terms: a lease_id is random and names no resource), and a handoff id is
-checked against the handoff directory first (it must be the caller organization's before its
-events are read); what is reported is always read from the log.
-
-A request reads only the events of what it shows: a page of terms reads the events after the
-previous page's last term, at most two per term (an Acquired and its ending) and one more, so
-neither the time nor the memory an answer takes grows with the resource's history.
+`domain/history.py`, and answers in the wire format (instants as `iso`). Projections only find
+the aggregate (the lease directory and lease_terms: a lease_id names no resource) and check a
+handoff id is the caller organization's before its events are read; what is reported is always
+read from the log. A page of terms reads only the events after the previous page's last term (at
+most two per term, and one more), so an answer's time and memory do not grow with the history.
 """
 
 from __future__ import annotations

@@ -84,20 +84,16 @@ def bootstrap(
 ) -> Services:
     """Open the store at `url`, creating its schema on first use.
 
-    From here on every command writes the read models in its own transaction; what the log
-    holds beyond them (a store an earlier release wrote, a projection new in this release) is
-    applied once, now, before anything is served. Only the commands that repair read models
-    skip that (`catch_up=False`): a read model that fails on an old event would stop them too.
+    Every command writes the read models in its own transaction; what the log holds beyond
+    them (a store an earlier release wrote, a new projection) is applied now, before anything
+    is served, unless `catch_up=False` (the commands that repair read models, which a read
+    model failing on an old event would stop too).
 
-    Every service decides and records by `clock`: by default the store's own (the database's
-    on PostgreSQL, where each save's instants are checked against it; the process's on SQLite).
-    A test's clock replaces it unchecked, except for delivery's claims and retry pauses, which
-    always run on the store's clock (a test's clock stands still).
-
-    The worker processes of one server pass the `turn` they share: their saves take turns
-    (storage/group_commit.py). On SQLite they also pass the `checkpoints` progress they share:
-    they count the rows written since the last WAL checkpoint together, and whichever writes
-    next finishes it (storage/sqlite.py, Checkpointer).
+    Every service decides and records by `clock`, by default the store's own (the database's
+    on PostgreSQL, which checks each save's instants; the process's on SQLite). A test's clock
+    replaces it unchecked, but delivery's claims and retry pauses keep the store's (a test's
+    clock stands still). The worker processes of one server pass the `turn` their saves share
+    (storage/group_commit.py) and, on SQLite, their WAL `checkpoints` progress (storage/sqlite.py).
     """
     register_legacy_topics()
     database = parse(url)

@@ -1,22 +1,14 @@
 """One delivery mechanism for everything that pushes the committed log downstream.
 
 Webhook subscriptions and the NATS relay are both *consumers*: a row holding a durable position
-in the public event log, a claim, and a retry state. A worker claims a due consumer (one process
-at a time: the claim names its owner and expires unless the owner's heartbeat extends it, so a
-killed process's consumers are taken over once the claim runs out), hands the events after the
-position to a sink in log order, and records the new position (and the attempt, when the sink
-keeps one) in one transaction that still requires the claim. A failed hand-over schedules the
-next attempt on the sink's retry schedule; the position stays, so a failing event holds back the
-later events of that consumer only. Delivery is therefore at least once: a crash between the
-sink's success and the record repeats the hand-over after the claim expires.
-
-Each step is one round trip to the database, since commit-to-delivery latency is mostly waiting
-on them (docs/performance.md): a commit wakes one idle worker, which picks and claims a consumer
-in one statement and wakes the next worker; the log is read once per drain; and the record, sent
-in one pipeline, also lets go of the claim when nothing was published after it meanwhile.
-
-The parts live apart: the types sinks see in service/consumers.py, the SQL of the two tables in
-service/consumer_table.py, the wake-up in service/doorbell.py, the threads in service/workers.py.
+in the public event log, a claim, and a retry state. A worker claims a due consumer (the claim
+names its owner and expires unless its heartbeat extends it, so a dead process's consumers are
+taken over), hands the events after the position to a sink in log order, and records the new
+position in one transaction that still requires the claim. A failed hand-over is retried on the
+sink's schedule and holds back only that consumer. Delivery is at least once: a crash between
+the sink's success and the record repeats the hand-over. Each step is one round trip, since
+latency is mostly waiting on them. Types in service/consumers.py, SQL in
+service/consumer_table.py, the wake-up in service/doorbell.py, threads in service/workers.py.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """The store's secret: 32 random bytes made once, when a store is first opened by this release.
 
-Every process of a store reads the same secret at start-up, so what it keys agrees across
-processes and restarts: the ids of resources' Lease aggregates (domain/lease.py `ResourceKeys`),
-the sealing of cursors (domain/cursors.py) and MCP session ids (domain/mcp_sessions.py). It
-lives in a one-row table beside the read models, not in the event log: it is configuration of
-the store, and no projection rebuild touches it. It is made under the store's migration lock
-(storage/database.py `migrating`), so processes starting together agree on one.
-
-The row also records which resource ids the store uses, decided once, when the secret is made:
-keyed for a store with an empty log, the unkeyed uuid5 for a store earlier releases already
-wrote. A store that has leases keeps finding their aggregates by the ids they were saved under,
-and a resource never gets a second aggregate (which could have a second holder). Losing the row
-would lose that decision: it is part of the store, backed up with it (docs/security.md).
+Every process of a store reads the same secret, so what it keys agrees across processes and
+restarts: Lease aggregate ids (domain/lease.py `ResourceKeys`), sealed cursors (domain/cursors.py)
+and MCP session ids (domain/mcp_sessions.py). It lives in a one-row table beside the read models,
+not in the event log (configuration of the store, untouched by rebuilds), made under the store's
+migration lock so processes starting together agree on one. The row also records, once, which
+resource ids the store uses: keyed for an empty log, the unkeyed uuid5 for a store earlier
+releases wrote, so a resource never gets a second aggregate (and a second holder). Losing the row
+loses that decision: it is part of the store, backed up with it (docs/security.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Event tickets: how a browser reads the event log, since EventSource cannot send a key.
 
 A page's server asks `POST /v1/events/tickets` with its key and hands the page a ticket; the page
-opens `GET /v1/events/stream?ticket=…` (or polls `GET /v1/events?ticket=…`). A ticket is worth
-less than the key it came from: it opens those two reads and nothing else, for ten minutes, and
-it dies with its key.
-
-Tickets are rows, not signed tokens. A ticket is 192 random bits, stored only as its hash (as
-keys are) beside the hash of the key that asked for it. Every server process sharing the
-database therefore accepts it, and the one query that redeems it joins the key's row, so a
-revoked key ends its tickets with no second mechanism; the streams opened with one watch that
-key (service/revocations.py). A signed token would have needed a per-store secret kept in the
-database anyway, and the same lookup of its key on every use to honour revocation, so being
-stateless would have bought nothing. Expired rows are deleted whenever a ticket is issued.
+opens `GET /v1/events/stream?ticket=…` (or polls `GET /v1/events?ticket=…`). A ticket opens
+those two reads and nothing else, for ten minutes, and dies with its key. Tickets are rows, not
+signed tokens: 192 random bits, stored only as a hash (as keys are) beside the hash of the key
+that asked. Every server process sharing the database accepts one, and the query that redeems it
+joins the key's row, so a revoked key ends its tickets with no second mechanism (its streams
+watch the key: service/revocations.py); a signed token would need that lookup too. Expired rows
+are deleted whenever a ticket is issued.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
-"""Whether the store has an enabled webhook: asked on every commit, so that a commit with
-nothing to deliver wakes no delivery worker (issue 21: every commit rang the doorbell, and the
-follower listened to every commit's NOTIFY to ring it for other processes' commits).
+"""Whether the store has an enabled webhook: asked on every commit, so that a commit with nothing
+to deliver wakes no delivery worker.
 
-The truth is the consumers table (service/consumer_table.py): an active consumer of kind "webhook".
-Every change that can make one appear or go (create, enable, delete) tells this process at once
-(`changed`) and, on PostgreSQL, sends a NOTIFY in its own transaction, which every server's
-listener thread follows (service/revocations.py, the key revocations' connection), so the
+The truth is the consumers table: an active consumer of kind "webhook". Every change that can
+make one appear or go (create, enable, delete) tells this process at once (`changed`) and, on
+PostgreSQL, sends a NOTIFY that every server's listener follows (service/revocations.py), so the
 cached answer is used only while that listener is connected, as the key cache is. SQLite cannot
-push: there an answer read from the table is used for FRESH_SECONDS, so another process's change
-is seen within that time (as its idle delivery workers see other processes' commits: they look
-every 0.25 s). Reading it on every commit cost 116-160 us of wall time inside the write turn that
-every save of every worker waits for (docs/performance.md, "Round nine"). On PostgreSQL a
-webhook that delivery turns failing leaves the cache at "enabled" until the next change (on
-SQLite, until the answer is read again): a spare wake-up, the safe side.
+push: an answer read there is used for FRESH_SECONDS, within which another process's change is
+seen, since reading it on every commit would cost time inside the write turn every save waits
+for. A webhook that delivery turns failing leaves the answer "enabled" until the next change or
+read: a spare wake-up, the safe side.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ class Workers:
         wanted: Callable[[], bool] = lambda: True,
     ):
         """`wanted()`: whether anything may be there to claim (webhooks: an enabled one exists).
-        While it is not, idle workers make no claim queries: 8 workers polling every
-        IDLE_POLL_SECONDS were 32 queries a second from every idle server process."""
+        While it is not, idle workers make no claim queries (8 workers polling every
+        IDLE_POLL_SECONDS would make 32 a second in every idle server process)."""
         self.delivery = delivery
         self.wanted = wanted
         self.sink = sink

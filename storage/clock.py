@@ -1,25 +1,13 @@
 """The database's clock: what every command decides and records by on PostgreSQL.
 
-Nodes that share one database must agree on time: a node whose clock runs fast takes a live
-lease as expired (a second holder), one whose clock runs slow records instants minutes early.
-So on PostgreSQL the `Clock` every service gets is the database server's: `clock_timestamp()`
-read once (the anchor) and carried forward by this process's `time.monotonic()`, which setting
-the wall clock does not move. Reading the server for every instant would add a round trip to
-every command; the anchor costs one every REANCHOR_SECONDS.
-
-The estimate is never ahead of the database: the server's instant is paired with the monotonic
-time at the END of the round trip that read it, so the estimate trails the database by at most
-that round trip (the two clocks' rates differ by parts per million between anchors). Each
-command's check below reads the server's clock too, paired the same way; when that reading
-trails less than the anchor does, it becomes the anchor, so a busy process's estimate trails by
-the quickest recent round trip, not by whichever one the periodic read happened to get.
-
-Each command's transaction then checks its instants against `clock_timestamp()` read after the
-events table's lock is taken (storage/postgres.py calls `verify`): an instant after the
-database's (a decision at a time the database has not reached: an expiry judged early) or more
-than STALE_SECONDS before it (a node paused between deciding and saving) rolls the transaction
-back as ClockDisagrees; the clock re-anchors and the command runs again
-(service/application.py), so a wrong instant is never recorded and never grants anything.
+Nodes sharing one database must agree on time (a fast clock takes a live lease as expired, a
+slow one records instants early), so on PostgreSQL every service's `Clock` is the server's
+`clock_timestamp()`, read every REANCHOR_SECONDS (the anchor) and carried forward in between by
+`time.monotonic()`, which setting the wall clock does not move. The estimate is never ahead of
+the database: a reading is paired with the monotonic time at the END of its round trip. Each
+command's transaction checks its instants against the database's clock under the events table's
+lock (`verify`): a wrong one rolls back as ClockDisagrees and the command runs again on a new
+anchor (service/application.py), so a wrong instant is never recorded and never grants anything.
 """
 
 from __future__ import annotations

@@ -25,8 +25,7 @@ SQLITE_LOCK_TIMEOUT_SECONDS = 10
 # brought up to date from the event store on every load ("fast-forward": one query for the
 # events after its version), so other processes' writes are always seen and a lost race still
 # fails on the version at save. Without it, each load reads the latest snapshot and replays
-# the events after it: up to 99 (a Lease snapshots every 100 events, each acquire adds 2), which
-# made re-acquiring a busy resource about 2.5x the cost of a new one (docs/performance.md).
+# up to 99 events after it (a Lease snapshots every 100 events, each acquire adds 2).
 AGGREGATE_CACHE_SIZE = 10_000
 DEFAULT_POOL_SIZE = 5
 """The most PostgreSQL connections one process holds (`titen serve --pool-size`)."""
@@ -125,7 +124,7 @@ class Database:
         the URL is created first, as the library expects it to exist. On SQLite an exclusive
         lock on a file beside the store plays the advisory lock's part: the library decides
         what to create before it takes SQLite's write lock, and two processes starting on a new
-        file both recorded its tracking-table migration (an IntegrityError).
+        file would both record its tracking-table migration (an IntegrityError).
         """
         if self.kind != "postgres":
             self._check_sqlite()
@@ -209,8 +208,8 @@ class Database:
         The library switches a file that is not yet in WAL mode as it opens each connection,
         but the switch needs the file to itself, and SQLite refuses it at once, without waiting
         out the busy timeout, while another connection uses the file (a process starting beside
-        it, in `_check_sqlite`): four processes opening a new store together failed so about one
-        time in seven ("database is locked"). A file already in WAL mode is left as it is.
+        it, in `_check_sqlite`): "database is locked". A file already in WAL mode is left as it
+        is.
         """
         import sqlite3
 

@@ -1,24 +1,14 @@
 """How long titen waits on PostgreSQL, and how many connections it keeps: the pool's tuning.
 
-A request must never wait on a database that does not answer for longer than about 10 s
-(docs/operations.md), and a server process must hold no more connections than its budget
-(`titen serve --pool-size`). The library builds its psycopg pool with every connection opened at
-start and kept, libpq's defaults (a connect may wait 130 s per host, a query on a dead link
-waits for ever) and its own retry of every read and insert (10 attempts, 0.2 s apart, so one
-failed wait became ten). Here each wait gets its own bound:
-
-- a connection from the pool within POOL_WAIT_SECONDS (psycopg_pool's PoolTimeout, an outage:
-  503), the pool opening connections only as they are asked for and closing those left idle;
-- a new connection within CONNECT_SECONDS (libpq's `connect_timeout`);
-- each answer within ANSWER_SECONDS on the client's side (DeadlineConnection: a black hole, a
-  paused proxy or a dead host, where nothing answers and TCP itself may not notice; a slow
-  statement too), with TCP keepalives and `tcp_user_timeout` as the kernel's second line;
-- the events table's lock within LOCK_SECONDS (the library's `lock_timeout` on inserts), and a
-  transaction left idle by a client that went away ends after the library's 5 s
-  (`idle_in_transaction_session_timeout`), so one stuck command cannot stall everyone.
-
-Opening a store (`Database.migrating`: creating or changing tables, which may rightly take
-long on a big store) runs `unbounded()`: no answer deadline in that thread meanwhile.
+A request must never wait on a database that does not answer for more than about 10 s
+(docs/operations.md), and a server process holds no more connections than `--pool-size`. The
+library's pool opens every connection at start, with libpq's defaults (a connect may wait 130 s
+per host, a query on a dead link waits for ever) and ten tries of every read and insert, so here
+each wait gets its own bound: for a pooled connection POOL_WAIT_SECONDS (then 503), a connect
+CONNECT_SECONDS, each answer ANSWER_SECONDS (`DeadlineConnection`: a dead host or paused proxy
+may send nothing TCP notices; KEEPALIVE is the kernel's second line), the events table's lock
+LOCK_SECONDS, a transaction left idle the library's 5 s. Opening a store, which may rightly take
+long, runs `unbounded()`.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """Group commit: the aggregates of commands that reach the store at once are saved together.
 
-Each save is a transaction, and on PostgreSQL the library's recorder holds an exclusive table
-lock from its insert until the commit is flushed, so one aggregate per transaction serialises
-every command behind one flush. Commands that arrive while a save is under way queue here; the
-first of them then saves the whole queue in one transaction (one lock, one flush) for all.
-
-This decides nothing: races are still settled by the store's optimistic concurrency. A batch
-that fails on a version conflict, or on a kept row that exists already (a stored answer,
-storage/inline.py), is saved again one aggregate at a time, so only the command that lost its
-race sees the failure and the others are unaffected.
-
-On SQLite the worker processes of one server also take turns (`Turn`, shared by them): a
-leader waits for the turn before it takes its batch, so commands keep joining the batch while
-another process saves, and the turn passes to the next leader the moment a save ends. Without
-it the leaders of two workers met only at SQLite's lock, whose busy handler slept 1 to 10 ms at
-a time while the lock was long free, and each worker's batch was fixed before the wait
-(docs/performance.md, "Round four"). PostgreSQL's writers queue on its table lock instead.
+Each save is a transaction, and on PostgreSQL the recorder holds an exclusive table lock until
+the commit is flushed, so one aggregate per transaction would serialise every command behind one
+flush. Commands arriving during a save queue here; the first then saves the whole queue in one
+transaction. This decides nothing: races are settled by optimistic concurrency, and a batch that
+fails on a version conflict or an existing kept row (storage/inline.py) is saved again one
+aggregate at a time, so only the command that lost its race sees the failure. On SQLite the
+workers of one server also take turns (`Turn`): a leader waits for the turn before taking its
+batch, so commands keep joining while another process saves, rather than meeting at SQLite's
+lock, whose busy handler sleeps 1 to 10 ms at a time. PostgreSQL's writers queue on its lock.
 """
 
 from __future__ import annotations

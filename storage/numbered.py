@@ -1,10 +1,9 @@
 """Statements with numbered placeholders ($1, $2, ...), as PostgreSQL takes them.
 
-psycopg turns a statement's `%s` placeholders into `$n` in Python, about 2.4 us per placeholder
-on this project's machines, and remembers the result only for statements of at most 50
-parameters and 4,096 bytes. A save that group commit formed from a batch of commands passes
-more than that (19 read-model values and 8 event values per acquire), so every such save paid
-for the parsing again, under the events table's lock (docs/performance.md, "Round thirteen").
+psycopg turns a statement's `%s` placeholders into `$n` in Python, a cost per placeholder, and
+remembers the result only for statements of at most 50 parameters and 4,096 bytes. A save that
+group commit formed from a batch of commands passes more (19 read-model values and 8 event
+values per acquire), so it would pay for the parsing again, under the events table's lock.
 Statements titen builds for many rows are numbered here once per shape instead, and executed on
 psycopg's RawCursor, which sends a statement as it is.
 """

@@ -1,15 +1,13 @@
 """Whether a database error means "not now" (an outage: retry) rather than a defect.
 
-The library wraps each driver's errors in its own classes, and its `OperationalError` covers both
-kinds: from psycopg, a connection refused or dropped, or none got from the pool in time (psycopg's
+The library wraps each driver's errors, and its `OperationalError` covers both kinds: from
+psycopg, a connection refused or dropped, or none got from the pool in time (psycopg's
 `OperationalError` and `InterfaceError`, lock and statement timeouts included); from sqlite3, a
 database locked past the busy timeout or not openable, but also a missing table (a defect). So
-the driver's own error, at the end of the `__cause__` chain, decides. Code that talks to
-PostgreSQL through psycopg directly (the follower's LISTEN, key revocations) raises psycopg's
-errors unwrapped. An outage changed nothing, so the API answers 503.
-
-psycopg is looked up, not imported: a process on SQLite never loads it (a fifth of a server's
-start's CPU), and none of its errors can exist where it was never loaded.
+the driver's own error, at the end of the `__cause__` chain, decides; code using psycopg directly
+(the follower's LISTEN, key revocations) raises its errors unwrapped. An outage changed nothing,
+so the API answers 503. psycopg is looked up, not imported: a process on SQLite never loads it
+(a fifth of a server's start's CPU), and none of its errors can exist where it was never loaded.
 """
 
 from __future__ import annotations

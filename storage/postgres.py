@@ -1,23 +1,14 @@
 """PostgreSQL as the event store: the library's recorder, with the read models written inline.
 
-The insert runs in one transaction in pipeline mode, in two round trips: BEGIN, the lock's
-timeout with NOTIFY, the events table's EXCLUSIVE lock, and the events' insert returning their
-notification ids and the database's clock; then, once the clock has been checked, still under
-the lock, the read models (storage/inline.py) and COMMIT. The lock is what keeps the log
-gap-free for readers (docs/leases.md): no other command can take a log position until this
-transaction has committed, so positions become visible in order and a reader that resumes after
-the last position it saw never skips one.
-
-A commit whose answer is lost (the connection dropped or stopped answering after the events
-were sent) may or may not have landed. Retrying it, as the library did, met its own events as a
-lost race and ran the command again (one request, two leases). Instead the recorder settles it:
-it ends the old session on the server (so an in-flight commit can no longer land later), then
-looks for its own events by aggregate id, version and content. Found: the insert succeeded, with
-their log positions. Absent: NotCommitted, an outage that changed nothing. Another command's
-events at those versions: IntegrityError, a lost race like any other. The database unreachable
-meanwhile: OutcomeUnknown (docs/operations.md says what each answer guarantees). A commit found
-(or one that drew a WARNING) on a store with synchronous standbys counts only once they hold it
-(storage/replication.py).
+An insert is one transaction in pipeline mode, in two round trips: BEGIN, lock timeout, NOTIFY,
+the events table's EXCLUSIVE lock and the events' insert (returning their positions and the
+database's clock); then, the clock checked, the read models (storage/inline.py) and COMMIT. The
+lock keeps the log gap-free for readers (docs/leases.md): positions become visible in order. A
+commit whose answer is lost is not retried (it would meet its own events as a lost race: one
+request, two leases) but settled (storage/settle.py): its old session ended, its events looked
+for. Found: it landed. Absent: NotCommitted. Another command's: IntegrityError. Unreachable:
+OutcomeUnknown (docs/operations.md). A landed commit counts only once synchronous standbys hold
+it (storage/replication.py).
 """
 
 from __future__ import annotations
@@ -62,9 +53,9 @@ def run_once(*names: str) -> Callable[[C], C]:
     """A class decorator: the named methods of the library's recorder run once, without the
     retry it wraps them in (up to 10 attempts, 0.2 s apart, on any connection error).
 
-    Retrying made one bounded wait ten (a command waited 40 s for a pool that had no connection
-    to give), and a retried insert whose first attempt had committed met its own events as a
-    lost race. A failed call now fails at once, as an outage the caller answers with 503.
+    A retry would make one bounded wait ten, and a retried insert whose first attempt had
+    committed would meet its own events as a lost race. A failed call fails at once, as an
+    outage the caller answers with 503.
     """
 
     def decorate(cls: C) -> C:
@@ -166,22 +157,15 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         self, curs: Any, stored_events: Sequence[StoredEvent], **_: Any
     ) -> None:
         """What the library sends (the lock's timeout, the table lock, NOTIFY, the insert
-        returning the events' positions), in fewer statements (the timeout and NOTIFY in one
-        SELECT, the database's clock returned by the insert: each statement costs the client
-        about 16 us of CPU, docs/performance.md, "Round twelve"), with two costs taken out of the
-        time the table lock is held, which every save in every process waits for
-        (docs/performance.md, "Round eight").
+        returning the events' positions), in fewer statements and with less work done while
+        the table lock is held, which every save in every process waits for.
 
-        In a pipeline psycopg sends each statement as it is executed, so the lock is taken on
-        the server while this thread still builds the insert. The library composes its
-        statements again at each save, and its insert passes the events as one array of a
-        composite type, which psycopg writes out as text in Python, escaping every event's
-        state: 17% of the lock holder's CPU under load. Here the statements are rendered once,
-        and the events go as rows of VALUES, which psycopg's C dumpers write; a save of more
-        than VALUES_ROWS events (rare) sends four plain arrays, still cheaper than the
-        composite one. Both return the positions in the order the events are given, as the
-        library's insert does. `curs` is a RawCursor: each statement is rendered with its
-        placeholders numbered (storage/numbered.py), so psycopg parses none of them again.
+        The timeout and NOTIFY go in one SELECT, and the insert also returns the database's
+        clock. Statements are rendered once, numbered (storage/numbered.py; `curs` is a
+        RawCursor), and the events go as rows of VALUES, which psycopg's C dumpers write, not as
+        the library's array of a composite type, escaped in Python; a save of more than
+        VALUES_ROWS events (rare) sends four plain arrays. Both return the positions in the
+        events' order, as the library's insert does.
         """
         for statement in self._before_insert:
             curs.execute(statement, prepare=True)

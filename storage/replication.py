@@ -1,23 +1,14 @@
 """Synchronous replication's trap: a commit PostgreSQL reports done that its standby may lack.
 
-With `synchronous_standby_names` set, a commit waits until a standby has flushed it. That wait
-can end early: cancelled (`pg_cancel_backend`, a client's cancel request), the commit returns
-success with only a WARNING ("canceling wait for synchronous replication ... committed locally
-but might not have been replicated"); terminated (`pg_terminate_backend`, as titen's settling
-of a lost commit does, storage/postgres.py), it commits locally with the same WARNING and drops
-the connection. Either way the change is on the primary alone, and a failover now would lose
-it: acknowledging it would break "no acknowledged write is lost".
-
-So a commit that drew a WARNING, and a lost commit found in the store, count as done only when
-the store is known to have replicated them: no synchronous standby is configured (the operator
-asked for no more), or every synchronous standby (`pg_stat_replication.sync_state` `sync` or
-`quorum`) has flushed up to the WAL position read afterwards, which is past the commit. Else
-NotReplicated, an OutcomeUnknown: answered 503, and a retry with the same Idempotency-Key
-learns the outcome. Any WARNING is checked, not only that message (the server translates its
-messages): the check itself decides. Reading a standby's position needs the `pg_monitor` role
-(or a superuser); without it the position is NULL and the outcome stays unknown. A store that
-stops answering during the check leaves the outcome unknown too, with the plain OutcomeUnknown
-answer (the database stopped answering): nothing is then known of any standby.
+A commit's wait for a synchronous standby can end early: cancelled, it returns success with only
+a WARNING ("... committed locally but might not have been replicated"); terminated (as settling
+a lost commit does, storage/settle.py), it commits locally and drops the connection. The change
+is then on the primary alone, and a failover would lose an acknowledged write. So a commit that
+drew any WARNING (messages are translated: the check decides), and a lost commit found in the
+store, count as done only when no synchronous standby is configured or every one (`sync` or
+`quorum`) has flushed past it; else NotReplicated, an OutcomeUnknown (503; a retry with the same
+Idempotency-Key learns the outcome). Reading the standbys' positions needs `pg_monitor` (or a
+superuser): without it, or with the store not answering, the outcome stays unknown.
 """
 
 from __future__ import annotations

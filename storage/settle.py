@@ -1,15 +1,12 @@
 """Settling a PostgreSQL commit whose answer was lost: did it land, before anything is answered.
 
 When the connection drops (or stops answering) after COMMIT was sent, the commit may or may not
-have landed, and may even still be in flight on the server. Running the change again could make
-it twice; answering 503 could deny a change that happened. So the session of the lost connection
-is ended on the server first (`pg_terminate_backend` waits until it is gone: nothing in flight
-there can land afterwards), and only then is the store asked what happened.
-
-Two kinds of writes ask: the event recorder looks for its own events (storage/postgres.py), and
-every other write transaction (the view store's: keys, tickets, webhook subscriptions, stored
-answers written without events) asks PostgreSQL for its transaction's status
-(`pg_xact_status`, made for exactly this: its id is read as the transaction's first statement).
+have landed, or may still be in flight. Running the change again could make it twice; answering
+503 could deny a change that happened. So the lost connection's session is ended on the server
+first (`pg_terminate_backend` waits until it is gone: nothing in flight can land afterwards), and
+only then is the store asked. The event recorder looks for its own events (storage/postgres.py);
+every other write transaction (the view store's keys, tickets, webhook subscriptions, stored
+answers) asks `pg_xact_status` of its transaction id, read as its first statement.
 """
 
 from __future__ import annotations

@@ -29,29 +29,25 @@ from titen.storage.inline import InlineRecording
 log = logging.getLogger("titen.app")
 
 SQLITE_PRAGMAS = (
-    # WAL (which the library turns on) with synchronous=NORMAL: a commit no longer waits for an
+    # WAL (which the library turns on) with synchronous=NORMAL: a commit does not wait for an
     # fsync; the WAL is synced at each checkpoint. The database stays consistent after any
     # crash and a crash of the process loses nothing; an OS crash or power cut can lose the
     # commits since the last checkpoint. It is SQLite's recommended setting for WAL. FULL (the
-    # default) costs an fsync per commit, two per acquire: on the benchmark machine that more
-    # than halved acquires per second (docs/performance.md).
+    # default) costs an fsync per commit, two per acquire.
     "PRAGMA synchronous=NORMAL",
 )
 CHECKPOINT_ROWS = 750
-"""Rows a server writes (all its worker processes together) between two WAL checkpoints (see
-Checkpointer). Commands write 1.0-1.4 pages per row (measured: 12 rows in 16.5 pages for a lone
-acquire, 7.4 in 7.8 per acquire in batches), so this is about the 1,000 pages at which SQLite
-checkpoints by itself. With
-synchronous=NORMAL a checkpoint is also when the WAL is synced: this bounds what a power cut can
-take as SQLite's default did. Rows, not commits: a batch of commands is one commit."""
+"""Rows a server writes (all its worker processes together) between two WAL checkpoints: at
+1.0-1.4 pages per row, about the 1,000 pages at which SQLite checkpoints by itself. With
+synchronous=NORMAL a checkpoint is also when the WAL is synced, so this bounds what a power cut
+can take as SQLite's default does. Rows, not commits: a batch of commands is one commit."""
 STATEMENT_CACHE = 128
-"""Prepared statements each connection keeps (the sqlite3 module's own default). The library
-opens its connections with `cached_statements=True`, a cache of one statement: each of a
-command's dozen statements was prepared again and the one before it finalized, and both release
-the interpreter lock, so under load the leader of a save waited to take it back twice per
-statement while it held the write turn (docs/performance.md, "Round six")."""
+"""Prepared statements each connection keeps (the sqlite3 module's own default). The library's
+`cached_statements=True` is a cache of one: each of a command's dozen statements would be
+prepared again and the one before it finalized, both releasing the interpreter lock that the
+leader of a save must take back while it holds the write turn."""
 # The library's SQLite pool keeps 5 connections and closes any more as they come back, so a
-# server with 16 request threads kept opening new ones; pool connections open lazily.
+# server with 16 request threads would keep opening new ones; pool connections open lazily.
 SQLITE_POOL_SIZE = 32
 
 
@@ -70,26 +66,15 @@ class Progress(ctypes.Structure):
 class Checkpointer:
     """Copies the WAL back into the database on a thread of its own, not inside a commit.
 
-    By default SQLite checkpoints in the commit that takes the WAL past 1,000 pages: 12-19 ms of
-    copying pages, spent while the save that made the commit held the write turn, so every other
-    command of every worker waited for it (docs/performance.md, "Round seven"). Here no
-    connection checkpoints by itself (`wal_autocheckpoint=0`). Every CHECKPOINT_ROWS rows that
-    the store's pool commits (a server process opens one), its thread runs a PASSIVE checkpoint,
-    which neither waits for writers nor makes them wait: the bulk of the copying. Writers go on
-    appending meanwhile, and SQLite starts the WAL over from its beginning only for a writer
-    that begins when every frame has been copied, so under steady writes it would never start
-    over and the file would grow without end. The next write transaction therefore copies the
-    few frames appended since (`finish`; a save holds the write turn then, so this small copy
-    and its syncs are the part of a checkpoint a command still waits for) just before it
-    begins: it begins on a fully copied WAL and writes from the WAL's start. The thread starts
-    with the first checkpoint due, so a process that commits little never has one; the last
-    connection to close checkpoints what is left (SQLite's own rule).
-
-    The worker processes of one server share this progress (`share`, `Progress`): the rows
-    counted towards the next checkpoint, and whether a write must finish the last one, so
-    whichever worker writes next finishes it. Counted apart, each of N workers checkpointed
-    after its own CHECKPOINT_ROWS, and the WAL (and what a power cut can take) grew with N, to
-    about N times SQLite's 1,000 pages when their checkpoints came due together.
+    SQLite would checkpoint in the commit that takes the WAL past 1,000 pages, while that save
+    holds the write turn every command of every worker waits for; here no connection does
+    (`wal_autocheckpoint=0`). Every CHECKPOINT_ROWS committed rows the thread (started when the
+    first is due) runs a PASSIVE checkpoint, which neither waits for writers nor makes them wait.
+    SQLite starts the WAL over only for a writer that begins when every frame has been copied,
+    so under steady writes the file would grow without end: the next write transaction copies
+    the few frames appended since (`finish`) and begins on a fully copied WAL. The workers of one
+    server share this progress (`share`), so the WAL, and what a power cut can take, does not
+    grow with their number. The last connection to close checkpoints what is left (SQLite's).
     """
 
     def __init__(self, db_name: str, timeout: float):
@@ -226,7 +211,7 @@ class _ImmediateTransaction(SQLiteTransaction):
     the read models' tracking rows, creating tables if missing) then has to upgrade its read
     lock, and in WAL mode SQLite refuses that upgrade at once with "database is locked",
     without waiting out the busy timeout, whenever another process committed since its read
-    began: a `titen projections rebuild` or a second server failed that way beside a busy
+    began: a `titen projections rebuild` or a second server would fail that way beside a busy
     server. BEGIN IMMEDIATE waits its turn (the busy timeout) instead.
     """
 
@@ -275,12 +260,10 @@ class TunedSQLitePool(SQLiteConnectionPool):
     checkpoints on a thread of their own (Checkpointer), the connection returned last taken
     first, and an idle connection handed over at once.
 
-    The library's pool is a queue: a connection goes to the back when returned and the front
-    one is taken, so a server that has ever opened several connections uses each in turn. A
-    SQLite connection keeps its own page cache, and drops it whenever another connection has
-    written since its last transaction, so each command read its pages again (22 reads per
-    acquire, one connection at a time) on a connection whose cache another had made stale. The
-    most recently returned connection is the one whose cache is most likely still valid.
+    The library's pool is a queue, which uses every connection it has opened in turn. A SQLite
+    connection keeps its own page cache and drops it whenever another connection has written
+    since its last transaction: the most recently returned connection is the one whose cache is
+    most likely still valid.
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -296,14 +279,11 @@ class TunedSQLitePool(SQLiteConnectionPool):
     ) -> SQLiteConnection:
         """An idle connection at once (`_idle`), else the library's way, which waits its turn.
 
-        The library's way is built for a pool that runs out: every request first joins a
-        queue (a `threading.Semaphore`, pure Python), reads the clock three or four times and
-        takes two or three locks, even when a connection sits idle, which is nearly always so
-        here (SQLITE_POOL_SIZE connections for at most --threads requests). A command takes
-        two connections (the key check's read, then its write): that way cost 2% of an
-        in-process acquire's instructions (docs/performance.md, "Round fourteen"). The queue
-        only orders requests that wait; one that finds a connection idle may be served before
-        one waiting there (for the writer's lock, say), which then waits a little longer."""
+        The library's way is built for a pool that runs out: every request joins a queue (a
+        `threading.Semaphore`, pure Python) and takes two or three locks, even when a connection
+        sits idle, as nearly always here (SQLITE_POOL_SIZE connections for at most --threads
+        requests). The queue only orders requests that wait; one that finds a connection idle
+        may be served before one waiting there (for the writer's lock, say)."""
         idle = self._idle(is_writer)
         return idle if idle is not None else super().get_connection(timeout, is_writer=is_writer)
 
