@@ -182,7 +182,7 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
 
 
 def _origin(text: str) -> str:
-    from titen.api.rest.cors import parse_origin
+    from titen.api.rest.settings import parse_origin
 
     try:
         return parse_origin(text)
