@@ -14,7 +14,7 @@ from titen.api.rest.settings import (
     ServerSettings,
     subscriber_quotas,
 )
-from titen.storage.database import parse
+from titen.service.database import parse
 
 
 def add_commands(commands: Any) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from titen.domain.webhooks import DEFAULT_RETRY_SECONDS
-from titen.storage.database import DEFAULT_POOL_SIZE
+from titen.service.database import DEFAULT_POOL_SIZE
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """Where a server of several workers keeps their metrics (prometheus-client's variable): set by
