@@ -19,8 +19,8 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """Where a server of several workers keeps their metrics (prometheus-client's variable): set by
 the parent (api/rest/prefork.py) for its workers, read by api/rest/metrics.py."""
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
-"""Of the schemes a web origin may have (`parse_origin`)."""
+ORIGIN_SCHEMES = {"http": 80, "https": 443}
+"""The schemes a web origin may have (`--cors-origin`), with the port each leaves unwritten."""
 
 DEFAULT_WORKERS = {"sqlite": 4, "postgres": 2}
 """Server processes when --workers is not given, by backend, as measured (docs/performance.md)."""
@@ -101,7 +101,7 @@ def parse_origin(text: str) -> str:
         parts, port = None, None
     if (
         parts is None
-        or parts.scheme not in DEFAULT_PORTS
+        or parts.scheme not in ORIGIN_SCHEMES
         or not parts.hostname
         or parts.username is not None
         or parts.password is not None
@@ -116,5 +116,5 @@ def parse_origin(text: str) -> str:
             f"{text!r} is not an origin: scheme://host[:port], e.g. https://app.example.com"
         )
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    shown_port = "" if port in (None, DEFAULT_PORTS[parts.scheme]) else f":{port}"
+    shown_port = "" if port in (None, ORIGIN_SCHEMES[parts.scheme]) else f":{port}"
     return f"{parts.scheme}://{host}{shown_port}"
