@@ -30,6 +30,7 @@ from tests.support import (
     eventually,
     free_port,
 )
+from titen.api.rest.settings import DEFAULT_WORKERS
 
 ORIGIN = "http://app.example"
 BATCH = {"sqlite": 6, "postgres": 3}
@@ -53,14 +54,12 @@ class Started:
         self.flags = tuple(str(self.metrics_port) if f == METRICS else f for f in self.flags)
         self.url = f"http://127.0.0.1:{self.port}"
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
+        where = ("--host", "127.0.0.1", "--port", str(self.port), "--database", self.database)
         self.process = subprocess.Popen(
-            [*self.command(), "--database", self.database],
+            [TITEN, "serve", *where, *self.flags],
             stdout=subprocess.DEVNULL,
             stderr=self.stderr,
         )
-
-    def command(self) -> list[str]:
-        return [TITEN, "serve", "--host", "127.0.0.1", "--port", str(self.port), *self.flags]
 
     def wait_healthy(self) -> None:
         deadline = time.monotonic() + STARTUP_BOUND
@@ -96,13 +95,6 @@ Check = Callable[[Started, str], None]
 
 def serves(server: Started, key: str) -> None:
     """Nothing cheap to see beyond serving (the flag tunes a limit or a pace)."""
-
-
-def workers(count: int) -> Check:
-    def check(server: Started, key: str) -> None:
-        eventually(lambda: len(child_pids(server.process.pid)) == count, f"{count} workers")
-
-    return check
 
 
 def cors(server: Started, key: str) -> None:
@@ -163,7 +155,7 @@ def heartbeat(server: Started, key: str) -> None:
 
 CASES: dict[str, tuple[tuple[str, ...], Check]] = {
     "--verbose": (("-v",), serves),
-    "--workers": (("--workers", "3"), workers(3)),
+    "--workers": (("--workers", "3"), serves),  # its workers are counted as every server's
     "--threads": (("--threads", "4"), serves),
     "--pool-size": (("--pool-size", "3"), serves),
     "--max-subscribers": (("--max-subscribers", "8"), serves),
@@ -185,10 +177,13 @@ CASES: dict[str, tuple[tuple[str, ...], Check]] = {
 }
 
 
-def outcome(server: Started, check: Check, key: str, n: int) -> str | None:
-    """None if the server served and the flag took effect, else what went wrong."""
+def outcome(server: Started, check: Check, key: str, n: int, workers: int) -> str | None:
+    """None if the server runs `workers` worker processes, served and the flag took effect,
+    else what went wrong."""
     try:
         server.wait_healthy()
+        pid = server.process.pid
+        eventually(lambda: len(child_pids(pid)) == workers, f"{workers} worker processes")
         http = Http(server.url, key)
         acquire = {"resource_type": "deploy", "resource_id": f"r{n}", "purpose": "p"}
         status, body = http.request("POST", "/v1/leases", {**acquire, "ttl_seconds": 60})
@@ -212,7 +207,11 @@ def outcomes(module_database: str) -> Iterator[dict[str, str | None]]:
         servers = {name: Started(CASES[name][0], module_database) for name in names[first:][:batch]}
         try:
             for n, (name, server) in enumerate(servers.items(), first):
-                found[name] = outcome(server, CASES[name][1], key, n)
+                flags = server.flags
+                workers = int(flags[flags.index("--workers") + 1]) if "--workers" in flags else 0
+                found[name] = outcome(
+                    server, CASES[name][1], key, n, workers or DEFAULT_WORKERS[backend]
+                )
         finally:
             for server in servers.values():
                 server.stop()
