@@ -48,6 +48,7 @@ MANY_CONNECTIONS = {
     "test_fault_soak",
     "test_fault_soak_beside_the_log",
     "test_lease_races",
+    "test_serve_flags",
     "test_startup",
     "test_workers",
 }

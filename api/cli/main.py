@@ -18,7 +18,6 @@ from typing import NoReturn
 
 from titen.api.cli import agent, audit, keys, openapi, projections, relay, serve
 from titen.api.cli.options import VERBOSE_HELP
-from titen.storage.database import BadDatabaseURL, CannotOpen
 
 PIPE_CLOSED = 141
 """The exit status of a command whose reader went away: 128 + SIGPIPE, as a shell reports a
@@ -106,8 +105,8 @@ def _unavailable(args: argparse.Namespace, exc: Exception) -> str | None:
     PostgreSQL, one that went away or does not answer, or a SQLite file locked or full."""
     if "eventsourcing" not in sys.modules or not hasattr(args, "database"):
         return None  # no store was opened: this was no outage
-    from titen.storage.database import parse
-    from titen.storage.outages import is_outage
+    from titen.service.database import parse
+    from titen.service.outages import is_outage
 
     if not is_outage(exc):
         return None
@@ -123,8 +122,9 @@ def _refusal(exc: Exception) -> bool:
     commands which never open a store load no database driver.
     """
     from titen.api.rest.settings import BadSettings
-    from titen.projections.failures import ProjectionFailed
+    from titen.service.database import BadDatabaseURL, CannotOpen
     from titen.service.keys import KeyRefused
+    from titen.service.read_models import ProjectionFailed
 
     refusals = (BadDatabaseURL, CannotOpen, KeyRefused, ProjectionFailed, BadSettings)
     if isinstance(exc, refusals):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from titen.storage.database import DEFAULT_URL
+from titen.service.database import DEFAULT_URL
 
 if TYPE_CHECKING:
     from titen.service.bootstrap import Services

@@ -40,11 +40,9 @@ def add_commands(commands: Any) -> None:
 
 
 def _nats(args: argparse.Namespace) -> int:
-    from titen.projections.follower import Follower
-    from titen.service.doorbell import Doorbell
-    from titen.service.relay import NatsRelay, RelaySettings
+    from titen.service.background import relaying
+    from titen.service.relay import RelaySettings
     from titen.service.relay_names import consumer_name
-    from titen.service.workers import Workers
 
     settings = RelaySettings(args.url, args.stream, args.subject_prefix, args.name)
     try:
@@ -55,19 +53,9 @@ def _nats(args: argparse.Namespace) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     with open_services(args, pool_size=4) as services:
+        background = relaying(services, settings)
+        background.start()
         name = consumer_name(settings.name)
-        # a new relay starts at the beginning
-        services.consumer_table.ensure(name, "relay", None, 0)
-        relay = NatsRelay(settings, services.clock)
-        doorbell = Doorbell()
-        # Every commit may be the relay's to publish: the follower always listens.
-        follower = Follower(services.app.recorder, services.recent_events, needed=lambda: True)
-        follower.on_notify.append(doorbell.ring)
-        follower.start()
-        workers = Workers(
-            services.delivery, relay, doorbell, 1, claim=lambda: services.delivery.claim(name)
-        )
-        workers.start()
         log.info("relaying to %s stream %s as %s", settings.url, settings.stream, name)
         try:
             while not stopping.wait(0.5):
@@ -75,7 +63,5 @@ def _nats(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             pass
         log.info("stopping: finishing the publish in flight")
-        workers.stop()  # the batch in flight is acknowledged and its position saved first
-        follower.stop()
-        relay.close()
+        background.stop()
     return 0

@@ -14,7 +14,7 @@ from titen.api.rest.settings import (
     ServerSettings,
     subscriber_quotas,
 )
-from titen.storage.database import parse
+from titen.service.database import parse
 
 
 def add_commands(commands: Any) -> None:
@@ -182,7 +182,7 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
 
 
 def _origin(text: str) -> str:
-    from titen.api.rest.cors import parse_origin
+    from titen.api.rest.settings import parse_origin
 
     try:
         return parse_origin(text)

@@ -11,7 +11,6 @@ are bearer tokens, not cookies, so no page gets ambient authority from a visitor
 from __future__ import annotations
 
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 import falcon
 
@@ -21,37 +20,7 @@ from titen.api.rest.mcp import SESSION_HEADER
 EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow", SESSION_HEADER)
 """Answer headers a page may read beyond the CORS-safelisted ones (an MCP client in a page
 keeps the session id `/mcp` gives it: api/rest/mcp.py)."""
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def cors(origins: Iterable[str]) -> falcon.CORSMiddleware:
     return falcon.CORSMiddleware(allow_origins=list(origins), expose_headers=EXPOSED)
-
-
-def parse_origin(text: str) -> str:
-    """An origin as a browser sends it in `Origin` (`scheme://host[:port]`, lower case, no
-    default port), or ValueError: anything else would silently never match."""
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
-        parts, port = None, None
-    if (
-        parts is None
-        or parts.scheme not in DEFAULT_PORTS
-        or not parts.hostname
-        or parts.username is not None
-        or parts.password is not None
-        or text.endswith("/")
-        or parts.path
-        or parts.query
-        or parts.fragment
-        or "?" in text
-        or "#" in text
-    ):
-        raise ValueError(
-            f"{text!r} is not an origin: scheme://host[:port], e.g. https://app.example.com"
-        )
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    shown_port = "" if port in (None, DEFAULT_PORTS[parts.scheme]) else f":{port}"
-    return f"{parts.scheme}://{host}{shown_port}"

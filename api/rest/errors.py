@@ -12,7 +12,7 @@ from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
-from titen.storage.outages import (
+from titen.service.outages import (
     CANDIDATES,
     ClockDisagrees,
     OutcomeUnknown,

@@ -46,9 +46,8 @@ from titen.api.rest.paging import (
 )
 from titen.api.rest.subscribers import Subscribers
 from titen.domain.events import PUBLISHED
-from titen.projections.event_log import Published
-from titen.projections.recent_events import RecentEvents
 from titen.service.keys import Principal
+from titen.service.read_models import Published, RecentEvents
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500

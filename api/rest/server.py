@@ -1,4 +1,5 @@
-"""`titen serve`: the API under waitress, with a follower waking subscribers on every commit.
+"""`titen serve`: the API under waitress, beside the follower, key watcher and webhook workers
+that the service layer builds (service/background.py).
 
 Each open event stream or waiting long-poll holds a waitress worker thread while it waits, so
 the pool is sized as the request threads plus the subscriber limit: subscribers can never take
@@ -16,14 +17,8 @@ from titen.api.rest.balance import Share
 from titen.api.rest.connections import Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
-from titen.domain.webhooks import RetrySchedule
-from titen.projections.follower import Follower
-from titen.service.application import CommitListener
+from titen.service.background import serving
 from titen.service.bootstrap import Services
-from titen.service.doorbell import Doorbell
-from titen.service.targets import Targets
-from titen.service.webhook_sender import WebhookSender
-from titen.service.workers import Workers
 
 log = logging.getLogger("titen.server")
 
@@ -94,48 +89,14 @@ def _metrics(services: Services, metrics_sock: socket.socket | None) -> Callable
 
 
 def _run(services: Services, settings: ServerSettings, server: Server) -> None:
-    presence = services.webhook_presence
-    # Other processes' commits reach the doorbell through the follower's NOTIFY, needed only
-    # while a webhook is enabled; a commit of this process rings it only then, too.
-    follower = Follower(services.app.recorder, services.recent_events, needed=presence.enabled)
-    presence.on_enabled.append(follower.wake)
-    services.app.on_commit.append(follower.nudge)
-    follower.start()
-    services.revocations.start()
-    doorbell = Doorbell()
-    services.app.on_commit.append(ring_while(presence.enabled, doorbell))
-    follower.on_notify.append(doorbell.ring)
-    webhooks = _webhook_workers(services, settings, doorbell)
-    webhooks.start()
+    background = serving(
+        services,
+        webhook_workers=settings.webhook_workers,
+        retry_seconds=settings.webhook_retry_seconds,
+        allow_private=settings.allow_private_webhooks,
+    )
+    background.start()
     try:
         server.run()
     finally:
-        services.revocations.stop()
-        webhooks.stop()
-        follower.stop()
-
-
-def ring_while(enabled: Callable[[], bool], doorbell: Doorbell) -> CommitListener:
-    """A commit listener that rings the doorbell only while a webhook is enabled: a commit
-    with nothing to deliver wakes no delivery worker."""
-
-    def ring(position: int, organizations: frozenset[str]) -> None:
-        if enabled():
-            doorbell.ring()
-
-    return ring
-
-
-def _webhook_workers(services: Services, settings: ServerSettings, doorbell: Doorbell) -> Workers:
-    """The threads that deliver webhooks from this process, woken by every commit."""
-    sender = WebhookSender(
-        services.webhooks,
-        Targets(settings.allow_private_webhooks),
-        RetrySchedule(settings.webhook_retry_seconds),
-        services.clock,
-    )
-    presence = services.webhook_presence
-    presence.on_enabled.append(doorbell.ring_all)  # idle workers sleep while there is none
-    return Workers(
-        services.delivery, sender, doorbell, settings.webhook_workers, wanted=presence.enabled
-    )
+        background.stop()

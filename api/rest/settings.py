@@ -1,19 +1,26 @@
-"""How a server runs: every `titen serve` option in one frozen record, with its default.
+"""How a server runs: every `titen serve` option in one frozen record, with its default, and
+the checks of the options' values.
 
-A pure module (no web framework), so `titen --help` shows the defaults cheaply. The command line
+A pure module (no web framework), so `titen --help` shows the defaults cheaply, and so checking
+a flag imports nothing of the server: a server of several workers must set prometheus-client's
+multiprocess directory up before anything imports that (api/rest/prefork.py). The command line
 builds one from its flags; `create_app` and `serve` read what they need from it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from titen.domain.webhooks import DEFAULT_RETRY_SECONDS
-from titen.storage.database import DEFAULT_POOL_SIZE
+from titen.service.database import DEFAULT_POOL_SIZE
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """Where a server of several workers keeps their metrics (prometheus-client's variable): set by
 the parent (api/rest/prefork.py) for its workers, read by api/rest/metrics.py."""
+
+ORIGIN_SCHEMES = {"http": 80, "https": 443}
+"""The schemes a web origin may have (`--cors-origin`), with the port each leaves unwritten."""
 
 DEFAULT_WORKERS = {"sqlite": 4, "postgres": 2}
 """Server processes when --workers is not given, by backend, as measured (docs/performance.md)."""
@@ -82,3 +89,32 @@ def subscriber_quotas(
             f"--max-subscribers-per-org {org}"
         )
     return org, per_principal
+
+
+def parse_origin(text: str) -> str:
+    """An origin as a browser sends it in `Origin` (`scheme://host[:port]`, lower case, no
+    default port), or ValueError: anything else would silently never match."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        parts, port = None, None
+    if (
+        parts is None
+        or parts.scheme not in ORIGIN_SCHEMES
+        or not parts.hostname
+        or parts.username is not None
+        or parts.password is not None
+        or text.endswith("/")
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or "?" in text
+        or "#" in text
+    ):
+        raise ValueError(
+            f"{text!r} is not an origin: scheme://host[:port], e.g. https://app.example.com"
+        )
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    shown_port = "" if port in (None, ORIGIN_SCHEMES[parts.scheme]) else f":{port}"
+    return f"{parts.scheme}://{host}{shown_port}"

@@ -27,8 +27,8 @@ from titen.api.rest.connections import WATCH_CLIENT
 from titen.api.rest.contract import TOO_MANY_SUBSCRIBERS
 from titen.api.rest.errors import error
 from titen.api.rest.metrics import SUBSCRIBERS
-from titen.projections.recent_events import RecentEvents
 from titen.service.keys import Principal
+from titen.service.read_models import RecentEvents
 from titen.service.revocations import Revocations
 
 

@@ -10,8 +10,7 @@ import pytest
 
 from tests.support import bearer
 from titen.api.rest.app import ROUTES, create_app
-from titen.api.rest.cors import parse_origin
-from titen.api.rest.settings import ServerSettings
+from titen.api.rest.settings import ServerSettings, parse_origin
 
 ORIGIN = "http://app.test:8080"
 

@@ -73,6 +73,27 @@ def test_a_server_loads_the_mcp_sdk_and_the_nats_client_only_when_asked():
     assert loads(statement)["loaded"] == []
 
 
+def test_checking_the_serve_flags_loads_no_metrics_library():
+    """A server of several workers sets prometheus-client's multiprocess directory up before
+    anything imports it (api/rest/prefork.py), so `titen serve` must not import it while it
+    reads its flags: checking an origin once imported the web app (the `--cors-origin` check),
+    and the default server with that flag exited at once."""
+    flags = [
+        *("serve", "--cors-origin", "http://app.example", "--webhook-retry-seconds", "1,2"),
+        *("--webhook-workers", "2", "--metrics-port", "9999", "--log-format", "text"),
+        *("--max-subscribers", "8", "--max-subscribers-per-org", "4", "--pool-size", "3"),
+        *("--max-subscribers-per-principal", "2", "--allow-private-webhooks", "-v"),
+    ]
+    statement = (
+        "import sys\n"
+        "from titen.api.cli import main, serve\n"
+        f"serve._settings(main._parser().parse_args({flags!r}))\n"
+        "print(json.dumps({'loaded': [m for m in ('prometheus_client',) if m in sys.modules]}))\n"
+        "sys.exit(0)"
+    )
+    assert loads(statement)["loaded"] == []
+
+
 def test_only_a_server_on_postgresql_loads_the_postgresql_driver(database):
     """psycopg and the library's PostgreSQL module were a fifth of a server's start on SQLite
     and half of a command's (storage/outages.py, projections/postgres_store.py). Read from the

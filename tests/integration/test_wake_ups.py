@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from tests.support import acquire, eventually
-from titen.api.rest.server import ring_while
 from titen.projections.follower import SAFETY_POLL_SECONDS, Follower
+from titen.service.background import ring_while
 from titen.service.bootstrap import Services, bootstrap
 from titen.service.doorbell import Doorbell
 from titen.service.targets import Targets

@@ -11,6 +11,8 @@ import ast
 import importlib
 import importlib.util
 import pkgutil
+import subprocess
+import sys
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -92,3 +94,30 @@ def test_a_cycle_through_a_deferred_or_type_checking_import_is_found(tmp_path):
     assert cycle(found) in (["a", "b", "c", "a"], ["b", "c", "a", "b"], ["c", "a", "b", "c"])
     del sources["c"]
     assert cycle({name: found[name] for name in sources}) is None
+
+
+def test_the_lint_refuses_an_edge_that_imports_storage_or_projections():
+    """api/ruff.toml: the edges call the service layer only, at the top or inside a function;
+    the service layer itself may import both."""
+    source = (
+        "from titen.storage.database import parse\n\n\n"
+        "def later():\n"
+        "    from titen.projections.follower import Follower\n\n"
+        "    return parse, Follower\n"
+    )
+
+    def refused(path: str) -> list[str]:
+        ruff = Path(sys.executable).with_name("ruff")
+        done = subprocess.run(
+            [str(ruff), "check", "--output-format", "concise", "--stdin-filename", path, "-"],
+            input=source,
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parents[2],
+            timeout=60,
+        )
+        return [line for line in done.stdout.splitlines() if "TID251" in line]
+
+    assert len(refused("api/rest/probe.py")) == 2
+    assert len(refused("api/cli/probe.py")) == 2
+    assert refused("service/probe.py") == []
