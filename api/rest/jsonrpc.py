@@ -9,6 +9,7 @@ carries REST's message and code in that shape: `api/rest/errors.py`'s `envelope`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 PATH = "/mcp"
@@ -39,38 +40,44 @@ def error(code: str, message: str, rpc: int) -> dict[str, Any]:
 
 def problem(message: Any) -> str | None:
     """Why a parsed body is not one JSON-RPC 2.0 message, in titen's words; None if it is one.
-    Checked before the SDK reads it, whose refusal would be its model library's text."""
+    Checked before the SDK reads it, whose refusal would be its model library's text. Every
+    member it knows is checked wherever it appears, as the OpenAPI document's schema says."""
     if not isinstance(message, dict):
         return NOT_A_MESSAGE
     if message.get("jsonrpc") != "2.0":
         return 'jsonrpc must be "2.0".'
+    for name, fits, words in MEMBERS:
+        if name in message and not fits(message[name]):
+            return words
     if "method" in message:
-        if "id" in message and not _is_id(message["id"]):
-            return "id must be a string or an integer."
-        if not isinstance(message["method"], str):
-            return "method must be of type string."
-        if not isinstance(message.get("params"), dict | None):
-            return "params must be an object."
         return None
     if "id" not in message or ("result" in message) == ("error" in message):
         return NOT_A_MESSAGE
-    if not _is_id(message["id"]) and not (message["id"] is None and "error" in message):
+    if message["id"] is None and "result" in message:
         return "id must be a string or an integer."
-    if "result" in message:
-        return None if isinstance(message["result"], dict) else "result must be an object."
-    return _error_problem(message["error"])
+    return None
 
 
 def _is_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return value is None or isinstance(value, str) or _is_integer(value)
 
 
-def _error_problem(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return "error must be an object."
-    code = value.get("code")
-    if not isinstance(code, int) or isinstance(code, bool):
-        return "error.code must be an integer."
-    if not isinstance(value.get("message"), str):
-        return "error.message must be of type string."
-    return None
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_error(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and _is_integer(value.get("code"))
+        and isinstance(value.get("message"), str)
+    )
+
+
+MEMBERS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("id", _is_id, "id must be a string, an integer or null."),
+    ("method", lambda value: isinstance(value, str), "method must be of type string."),
+    ("params", lambda value: isinstance(value, dict), "params must be an object."),
+    ("result", lambda value: isinstance(value, dict), "result must be an object."),
+    ("error", _is_error, "error must be an object with an integer code and a string message."),
+)

@@ -32,7 +32,7 @@ from titen.api.rest import jsonrpc
 from titen.api.rest.asgi import AsgiBridge
 from titen.api.rest.auth import key_of, principal_of
 from titen.api.rest.body import parse_json, read_body, require_json
-from titen.api.rest.contract import Operation, operations
+from titen.api.rest.contract import Operation, operations, ref
 from titen.api.rest.cors import parse_origin
 from titen.api.rest.errors import Refusal, error, message_of
 from titen.domain.mcp_sessions import SessionIds
@@ -50,26 +50,53 @@ NO_SESSION = "No MCP session with this id for this key: initialize a new one."
 FOREIGN_ORIGIN = (
     "Pages may call /mcp only from this server's own origin or one named by --cors-origin."
 )
+ID = {"type": ["string", "integer", "null"]}
 JSON_RPC = {
     "type": "object",
-    "description": "A JSON-RPC 2.0 message of the Model Context Protocol.",
+    "description": "A JSON-RPC 2.0 message of the Model Context Protocol: a request (`id`, "
+    "`method`, `params`), a notification (no `id`) or a response (`result` or `error`).",
+    "properties": {
+        "jsonrpc": {"type": "string", "enum": ["2.0"]},
+        "id": ID,
+        "method": {"type": "string"},
+        "params": {"type": "object", "additionalProperties": True},
+        "result": {"type": "object", "additionalProperties": True},
+        "error": {"type": "object", "additionalProperties": True},
+    },
+    "required": ["jsonrpc"],
+    "additionalProperties": True,
 }
+MCP_ERROR = "McpError"
 JSON_RPC_ERROR = {
     "type": "object",
+    "description": "A JSON-RPC 2.0 error. Titen's refusals (401, 403, 413, 415, 429, 503...) "
+    "carry REST's message, and its code in `data.code`; the protocol's own (400, 404, 406) "
+    "may carry no `data`.",
     "properties": {
-        "jsonrpc": {"const": "2.0"},
-        "id": {"type": ["string", "integer", "null"]},
+        "jsonrpc": {"type": "string", "enum": ["2.0"]},
+        "id": ID,
         "error": {
             "type": "object",
-            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+            "properties": {
+                "code": {"type": "integer"},
+                "message": {"type": "string"},
+                "data": {
+                    "type": "object",
+                    "properties": {"code": ref("ErrorCode")},
+                    "required": ["code"],
+                    "additionalProperties": True,
+                },
+            },
             "required": ["code", "message"],
+            "additionalProperties": False,
         },
     },
-    "required": ["jsonrpc", "error"],
+    "required": ["jsonrpc", "id", "error"],
+    "additionalProperties": False,
 }
 PROTOCOL_ERRORS = (400, 404, 406)
-"""What the SDK answers with a JSON-RPC error: a message that is no JSON-RPC or names no known
-method or protocol version, and an Accept header without application/json."""
+"""What the SDK answers with a JSON-RPC error of its own: a message that names no known method
+or protocol version, and an Accept header without application/json."""
 
 
 class Mcp:
@@ -81,14 +108,17 @@ class Mcp:
                 "The Model Context Protocol endpoint with the tools titen_lease_acquire and "
                 "titen_handoff, acting as the key's principal. Opaque here: the protocol's own "
                 "JSON-RPC messages, answered with JSON-RPC (a notification: 202, no body); "
-                "refusals decided by the protocol are JSON-RPC errors too. `Mcp-Session-Id`, "
+                "every refusal, titen's or the protocol's, is a JSON-RPC error. A page may call "
+                "it only from the server's own origin or a `--cors-origin`. `Mcp-Session-Id`, "
                 "given with the answer to `initialize`, is optional and bound to the key."
             ),
             body=JSON_RPC,
             answer=JSON_RPC,
-            also=(202,),
-            errors=("NOT_FOUND",),
-            protocol_errors={status: JSON_RPC_ERROR for status in PROTOCOL_ERRORS},
+            bodiless=(202,),
+            errors=("FORBIDDEN", "NOT_FOUND"),
+            error_schema=MCP_ERROR,
+            protocol_errors=PROTOCOL_ERRORS,
+            components={MCP_ERROR: JSON_RPC_ERROR},
         )
     )
 
