@@ -10,6 +10,8 @@ from typing import Any
 import falcon
 import falcon.testing
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support import bearer
 from titen.api.rest import errors, jsonrpc
@@ -172,3 +174,42 @@ def test_a_server_side_refusal_is_json_rpcs_internal_error():
             "data": {"code": "UNAVAILABLE"},
         },
     }
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        PING,
+        {**PING, "params": {}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": "a", "result": {}},
+        {"jsonrpc": "2.0", "id": None, "error": ERROR},
+    ],
+)
+def test_every_kind_of_json_rpc_message_is_let_through(message):
+    assert jsonrpc.problem(message) is None
+
+
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.sampled_from(["code", "message", "x"]), st.integers() | st.text(max_size=2)),
+)
+MESSAGES = st.dictionaries(
+    st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error", "extra"]),
+    VALUES | st.just("2.0"),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(MESSAGES)
+def test_what_titen_lets_through_the_sdk_reads_without_refusing(message):
+    """So the SDK's own refusal, in its model library's words, is never what a client reads."""
+    from mcp_types.jsonrpc import jsonrpc_message_adapter
+
+    if jsonrpc.problem(message) is None:
+        jsonrpc_message_adapter.validate_python(message, by_name=False)
