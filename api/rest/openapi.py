@@ -44,10 +44,10 @@ REASONS = {
     401: "No valid API key.",
     403: "The key's role may not do this.",
     404: "Not found, or not visible to the caller.",
+    406: "The Accept header does not take application/json.",
     409: "Conflict with the current state.",
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON.",
-    406: "The Accept header does not take application/json.",
     422: "The Idempotency-Key was used with a different request body.",
     429: "The caller's quota is in use; retry after closing one.",
     431: "The request head is larger than 64 KiB (refused before its route is known, so in "
