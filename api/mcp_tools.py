@@ -19,11 +19,12 @@ from typing import Annotated, Any, Protocol
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from titen.api.schemas import ACQUIRE, CREATE_HANDOFF, body
 from titen.api.validation import refusal, validator
+from titen.domain.statuses import PENDING
 
 LEASE_FIELDS: dict[str, Any] = ACQUIRE["properties"]
 HANDOFF_FIELDS: dict[str, Any] = CREATE_HANDOFF["properties"]
@@ -109,8 +110,12 @@ SubjectId = Annotated[
 Message = Annotated[
     str,
     WithJsonSchema(HANDOFF_FIELDS["message"]),
-    Field(description="Optional: what is done, what is left, and anything the recipient needs."),
+    Field(
+        description="Optional: what is done, what is left, and anything the recipient needs.",
+        json_schema_extra=lambda schema: schema.pop("default", None),
+    ),
 ]
+"""Optional, with no default in the schema: leave it out for none (null is no string)."""
 
 
 class LeaseAcquired(BaseModel):
@@ -127,7 +132,10 @@ class LeaseAcquired(BaseModel):
 
 class HandoffSent(BaseModel):
     handoff_id: str = Field(description="The handoff's id, for the recipient to resolve.")
-    status: str = Field(description="Always pending at first; the recipient resolves it.")
+    status: str = Field(
+        description="Always pending at first; the recipient resolves it.",
+        json_schema_extra={"enum": [PENDING]},
+    )
 
 
 class Refused(Exception):
@@ -140,7 +148,14 @@ class Refused(Exception):
 
 class ValidatingServer(MCPServer):
     """An MCP server whose tools' arguments are checked as REST checks a body, before the SDK's
-    model sees them, and whose tool errors carry the service's words alone."""
+    model sees them, and whose tool errors carry the service's words alone. Its tools' input
+    schemas say that unknown arguments are refused, as the checks do."""
+
+    async def list_tools(self) -> list[Tool]:
+        return [
+            tool.model_copy(update={"input_schema": _closed(tool.name, tool.input_schema)})
+            for tool in await super().list_tools()
+        ]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         checker = CHECKERS.get(name)
@@ -153,6 +168,14 @@ class ValidatingServer(MCPServer):
             if isinstance(failed.__cause__, Refused):
                 return _tool_error(failed.__cause__.message)
             raise
+
+
+def _closed(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema with its checker's `additionalProperties` (false: refused)."""
+    checker = CHECKERS.get(name)
+    if checker is None:
+        return schema
+    return {**schema, "additionalProperties": checker.schema["additionalProperties"]}
 
 
 def _tool_error(message: str) -> CallToolResult:

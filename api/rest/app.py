@@ -125,5 +125,5 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
         WebhookSecret: WebhookSecret(webhooks, idempotency),
         WebhookEnable: WebhookEnable(webhooks, idempotency),
         WebhookDeliveries: WebhookDeliveries(webhooks),
-        Mcp: Mcp(services.leases, services.handoffs, services.mcp_sessions),
+        Mcp: Mcp(services.leases, services.handoffs, services.mcp_sessions, settings.cors_origins),
     }

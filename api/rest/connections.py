@@ -12,7 +12,8 @@ open that many files. What waitress does not offer is added in small subclasses:
   and Transfer-Encoding (400, connection closed), and a body over `MAX_BODY_BYTES` (declared,
   or chunked as it arrives) having read no more than that, where waitress would spool up to
   1 GiB to a file first;
-- `EnvelopeError` answers waitress's own refusals (400, 413, 431, 500) in the JSON envelope,
+- `EnvelopeError` answers waitress's own refusals (400, 413, 431, 500) in the JSON envelope
+  (on `/mcp`, a JSON-RPC error),
   then lets the client finish sending before closing (a close with unread input resets the
   connection, and the client may lose the answer it was about to read);
 - `Task` ends a HEAD answer at its head: waitress writes the last-chunk marker of a chunked
@@ -57,7 +58,7 @@ from waitress.utilities import RequestEntityTooLarge
 
 from titen.api.rest.balance import Share
 from titen.api.rest.body import MAX_BODY_BYTES
-from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
+from titen.api.rest.errors import DEFAULT_MESSAGES, code_for, envelope
 from titen.api.rest.poller import Poller
 from titen.api.rest.settings import ServerSettings
 from titen.api.rest.signals import stop_requested
@@ -129,9 +130,9 @@ class EnvelopeError(ErrorTask):
     def execute(self) -> None:
         refusal = self.request.error
         status = refusal.code
-        body = json.dumps(
-            {"error": {"code": code_for(status), "message": _message(status, refusal.body)}}
-        ).encode()
+        message = _message(status, refusal.body)
+        path = getattr(self.request, "path", "")  # none when the request line was unreadable
+        body = json.dumps(envelope(path, status, code_for(status), message)).encode()
         self.status = f"{status} {refusal.reason}"
         self.response_headers.append(("Content-Type", "application/json"))
         self.set_close_on_finish()

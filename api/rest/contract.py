@@ -51,6 +51,8 @@ class Operation:
     status: int = 200
     also: tuple[int, ...] = ()
     """Further statuses that answer the same success body (not the error envelope)."""
+    bodiless: tuple[int, ...] = ()
+    """Success statuses answered with no body (the MCP endpoint's 202 to a notification)."""
     description: str = ""
     body: dict[str, Any] | None = None
     """The request body's JSON Schema (from titen.api.schemas), when the route takes one."""
@@ -69,13 +71,18 @@ class Operation:
     links: dict[str, Link] = field(default_factory=dict)
     idempotent: bool = False
     """Takes an Idempotency-Key header (titen.api.rest.idempotency)."""
-    protocol_errors: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """Statuses also answered with a protocol's own error body instead of the envelope (the
-    MCP endpoint's JSON-RPC errors): status → JSON Schema of that body."""
+    error_schema: str = "Error"
+    """The component schema of its error answers: the envelope, or the MCP endpoint's JSON-RPC
+    error (which `components` then defines)."""
+    protocol_errors: tuple[int, ...] = ()
+    """Further statuses a protocol answers itself, in `error_schema`'s shape (the MCP SDK's)."""
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Named schemas its own schemas refer to (`{"$ref": "#/components/schemas/<name>"}`)."""
 
     def error_codes(self) -> list[str]:
-        """Every code this operation can answer, in status order."""
-        codes = {*self.errors, CODES[500]}
+        """Every code this operation can answer, in status order. Any request can be refused
+        for a head over 64 KiB (HEADERS_TOO_LARGE), before its route is known."""
+        codes = {*self.errors, CODES[431], CODES[500]}
         if not self.public:  # every route behind a key reads the database: 503 in an outage
             codes |= {CODES[401], CODES[503]}
         if self.body is not None:
@@ -112,6 +119,11 @@ def obj(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str,
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [schema, {"type": "null"}]}
+
+
+def ref(name: str) -> dict[str, Any]:
+    """A reference to a named schema of the document's components."""
+    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def array(items: dict[str, Any]) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 import falcon
 
+from titen.api.rest.jsonrpc import SESSION_HEADER
 from titen.api.rest.logs import REQUEST_ID
-from titen.api.rest.mcp import SESSION_HEADER
 
 EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow", SESSION_HEADER)
 """Answer headers a page may read beyond the CORS-safelisted ones (an MCP client in a page

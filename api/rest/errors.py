@@ -1,4 +1,7 @@
-"""The one error envelope, {"error": {"code", "message"}}, and the one map of failures to it."""
+"""The one error envelope, {"error": {"code", "message"}}, and the one map of failures to it.
+
+On `/mcp` the same refusal is a JSON-RPC error (api/rest/jsonrpc.py): `envelope` decides which.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from typing import Any
 
 import falcon
 
+from titen.api.rest import jsonrpc
 from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
@@ -56,7 +60,13 @@ server, a quota of subscriptions in use)."""
 class Refusal(falcon.HTTPError):
     """An error answer with its envelope code: the status's own (CODES) unless one is named."""
 
-    def __init__(self, status: int, message: str | None = None, code: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str | None = None,
+        code: str | None = None,
+        rpc: int | None = None,
+    ):
         headers = None
         if status == 401:
             headers = {"WWW-Authenticate": "Bearer"}
@@ -64,10 +74,14 @@ class Refusal(falcon.HTTPError):
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         super().__init__(status, description=message, headers=headers)
         self.envelope_code = code
+        self.rpc_code = rpc
+        """JSON-RPC's code for it on `/mcp`, when not the status's own (jsonrpc.rpc_code)."""
 
 
-def error(status: int, message: str | None = None, code: str | None = None) -> falcon.HTTPError:
-    return Refusal(status, message, code)
+def error(
+    status: int, message: str | None = None, code: str | None = None, rpc: int | None = None
+) -> falcon.HTTPError:
+    return Refusal(status, message, code, rpc)
 
 
 def code_for(status: int) -> str:
@@ -78,9 +92,18 @@ def code_for(status: int) -> str:
 def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError) -> None:
     status = exc.status_code
     code = getattr(exc, "envelope_code", None) or code_for(status)
-    message = message_of(exc)
+    rpc = getattr(exc, "rpc_code", None)
     resp.content_type = falcon.MEDIA_JSON
-    resp.text = json.dumps({"error": {"code": code, "message": message}})
+    resp.text = json.dumps(envelope(req.path, status, code, message_of(exc), rpc))
+
+
+def envelope(
+    path: str, status: int, code: str, message: str, rpc: int | None = None
+) -> dict[str, Any]:
+    """An error answer's body: the envelope, or on `/mcp` a JSON-RPC error with the same words."""
+    if path == jsonrpc.PATH:
+        return jsonrpc.error(code, message, rpc or jsonrpc.rpc_code(status))
+    return {"error": {"code": code, "message": message}}
 
 
 def refusal_of(exc: Exception) -> Refusal | None:

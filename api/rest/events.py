@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Generator, Iterator
+from typing import Any
 
 import falcon
 
@@ -31,6 +32,7 @@ from titen.api.rest.contract import (
     array,
     obj,
     operations,
+    ref,
 )
 from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
@@ -46,6 +48,12 @@ from titen.api.rest.paging import (
 )
 from titen.api.rest.subscribers import Subscribers
 from titen.domain.events import PUBLISHED
+from titen.domain.published import (
+    HANDOFF_ACCEPTED,
+    HANDOFF_CREATED,
+    HANDOFF_REJECTED,
+    LEASE_ACQUIRED,
+)
 from titen.service.keys import Principal
 from titen.service.read_models import Published, RecentEvents
 
@@ -71,20 +79,47 @@ LEASE_DATA = obj(
         "fencing_token": INTEGER,
     }
 )
-EVENT = obj(
-    {
-        "specversion": {"type": "string", "enum": ["1.0"]},
-        "id": STRING,
-        "source": STRING,
-        "type": {"type": "string", "enum": list(PUBLISHED)},
-        "time": INSTANT,
-        "subject": STRING,
-        "datacontenttype": {"type": "string", "enum": ["application/json"]},
-        "data": {"anyOf": [LEASE_DATA, HANDOFF]},
-        "cursor": STRING,
-    }
-)
-"""A published event: a CloudEvent with the cursor to resume after it."""
+EVENT_DATA = {
+    LEASE_ACQUIRED: LEASE_DATA,
+    HANDOFF_CREATED: HANDOFF,
+    HANDOFF_ACCEPTED: HANDOFF,
+    HANDOFF_REJECTED: HANDOFF,
+}
+"""What each published event type carries in `data`."""
+
+
+def _event(kind: str) -> dict[str, Any]:
+    """A published event of one type: a CloudEvent with the cursor to resume after it."""
+    return obj(
+        {
+            "specversion": {"type": "string", "enum": ["1.0"]},
+            "id": STRING,
+            "source": STRING,
+            "type": {"type": "string", "enum": [kind]},
+            "time": INSTANT,
+            "subject": STRING,
+            "datacontenttype": {"type": "string", "enum": ["application/json"]},
+            "data": EVENT_DATA[kind],
+            "cursor": STRING,
+        }
+    )
+
+
+def _component(kind: str) -> str:
+    """The schema's name for an event type: `lease.acquired` → `LeaseAcquiredEvent`."""
+    return "".join(word.capitalize() for word in kind.split(".")) + "Event"
+
+
+EVENT_SCHEMAS = {_component(kind): _event(kind) for kind in PUBLISHED}
+EVENT = {
+    "oneOf": [ref(_component(kind)) for kind in PUBLISHED],
+    "discriminator": {
+        "propertyName": "type",
+        "mapping": {kind: ref(_component(kind))["$ref"] for kind in PUBLISHED},
+    },
+}
+"""A published event, one schema per type, told apart by `type` (so a typed client narrows
+`data` by it)."""
 FRAME = obj(
     {
         "id": STRING,
@@ -110,6 +145,7 @@ class Events:
             answer=answers(obj({"events": array(EVENT), "next_cursor": STRING})),
             errors=("UNAVAILABLE", TOO_MANY_SUBSCRIBERS),
             tickets=True,
+            components=EVENT_SCHEMAS,
         )
     )
 
@@ -178,6 +214,7 @@ class EventStream:
             media=EVENT_STREAM,
             errors=("UNAVAILABLE", TOO_MANY_SUBSCRIBERS),
             tickets=True,
+            components=EVENT_SCHEMAS,
         )
     )
 

@@ -2,9 +2,10 @@
 
 The protocol is the MCP SDK's own (`StreamableHTTPSessionManager`), run on a loop thread of each
 worker (api/rest/asgi.py); everything around it is Falcon's, as for every route: the request id
-and log, metrics, the body limit, and the key (`Authorization: Bearer KEY`, a 401 in the error
-envelope otherwise, a revoked key refused within a second) on every request, so a tool call
-acts as the principal of the key that sent it, in that key's organization, and nothing else.
+and log, metrics, the body limit, and the key (`Authorization: Bearer KEY`, a 401 otherwise, a
+revoked key refused within a second) on every request, so a tool call acts as the principal of
+the key that sent it, in that key's organization, and nothing else. Every refusal here is a
+JSON-RPC error in REST's words (api/rest/jsonrpc.py), which MCP clients show their users.
 
 Sessions hold no state on the server, so any worker and any server of the store serves any
 request: the SDK runs stateless (each POST is served on its own, answered with JSON, never a
@@ -19,19 +20,21 @@ holds a thread past its answer and the subscriber quotas have nothing to count.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Iterable
+from contextlib import suppress
 from io import BytesIO
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
+from titen.api.rest import jsonrpc
 from titen.api.rest.asgi import AsgiBridge
 from titen.api.rest.auth import key_of, principal_of
-from titen.api.rest.body import MAX_DEPTH, read_body, require_json
-from titen.api.rest.contract import Operation, operations
-from titen.api.rest.errors import error
-from titen.domain.json_depth import nests_deeper
+from titen.api.rest.body import parse_json, read_body, require_json
+from titen.api.rest.contract import Operation, operations, ref
+from titen.api.rest.cors import parse_origin
+from titen.api.rest.errors import Refusal, error, message_of
 from titen.domain.mcp_sessions import SessionIds
 from titen.service.handoffs import HandoffService
 from titen.service.leases import LeaseService
@@ -39,31 +42,61 @@ from titen.service.leases import LeaseService
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-PATH = "/mcp"
-SESSION_HEADER = "Mcp-Session-Id"
+PATH = jsonrpc.PATH
+SESSION_HEADER = jsonrpc.SESSION_HEADER
 CALLER = "titen.caller"
 """The environ's and the ASGI scope's entry naming the principal of the request's key."""
 NO_SESSION = "No MCP session with this id for this key: initialize a new one."
+FOREIGN_ORIGIN = (
+    "Pages may call /mcp only from this server's own origin or one named by --cors-origin."
+)
+ID = {"type": ["string", "integer", "null"]}
 JSON_RPC = {
     "type": "object",
-    "description": "A JSON-RPC 2.0 message of the Model Context Protocol.",
+    "description": "A JSON-RPC 2.0 message of the Model Context Protocol: a request (`id`, "
+    "`method`, `params`), a notification (no `id`) or a response (`result` or `error`).",
+    "properties": {
+        "jsonrpc": {"type": "string", "enum": ["2.0"]},
+        "id": ID,
+        "method": {"type": "string"},
+        "params": {"type": "object", "additionalProperties": True},
+        "result": {"type": "object", "additionalProperties": True},
+        "error": {"type": "object", "additionalProperties": True},
+    },
+    "required": ["jsonrpc"],
+    "additionalProperties": True,
 }
+MCP_ERROR = "McpError"
 JSON_RPC_ERROR = {
     "type": "object",
+    "description": "A JSON-RPC 2.0 error. Titen's refusals (401, 403, 413, 415, 429, 503...) "
+    "carry REST's message, and its code in `data.code`; the protocol's own (400, 404, 406) "
+    "may carry no `data`.",
     "properties": {
-        "jsonrpc": {"const": "2.0"},
-        "id": {"type": ["string", "integer", "null"]},
+        "jsonrpc": {"type": "string", "enum": ["2.0"]},
+        "id": ID,
         "error": {
             "type": "object",
-            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+            "properties": {
+                "code": {"type": "integer"},
+                "message": {"type": "string"},
+                "data": {
+                    "type": "object",
+                    "properties": {"code": ref("ErrorCode")},
+                    "required": ["code"],
+                    "additionalProperties": True,
+                },
+            },
             "required": ["code", "message"],
+            "additionalProperties": False,
         },
     },
-    "required": ["jsonrpc", "error"],
+    "required": ["jsonrpc", "id", "error"],
+    "additionalProperties": False,
 }
 PROTOCOL_ERRORS = (400, 404, 406)
-"""What the SDK answers with a JSON-RPC error: a message that is no JSON-RPC or names no known
-method or protocol version, and an Accept header without application/json."""
+"""What the SDK answers with a JSON-RPC error of its own: a message that names no known method
+or protocol version, and an Accept header without application/json."""
 
 
 class Mcp:
@@ -75,26 +108,39 @@ class Mcp:
                 "The Model Context Protocol endpoint with the tools titen_lease_acquire and "
                 "titen_handoff, acting as the key's principal. Opaque here: the protocol's own "
                 "JSON-RPC messages, answered with JSON-RPC (a notification: 202, no body); "
-                "refusals decided by the protocol are JSON-RPC errors too. `Mcp-Session-Id`, "
+                "every refusal, titen's or the protocol's, is a JSON-RPC error. A page may call "
+                "it only from the server's own origin or a `--cors-origin`. `Mcp-Session-Id`, "
                 "given with the answer to `initialize`, is optional and bound to the key."
             ),
             body=JSON_RPC,
             answer=JSON_RPC,
-            also=(202,),
-            errors=("NOT_FOUND",),
-            protocol_errors={status: JSON_RPC_ERROR for status in PROTOCOL_ERRORS},
+            bodiless=(202,),
+            errors=("FORBIDDEN", "NOT_FOUND"),
+            error_schema=MCP_ERROR,
+            protocol_errors=PROTOCOL_ERRORS,
+            components={MCP_ERROR: JSON_RPC_ERROR},
         )
     )
 
-    def __init__(self, leases: LeaseService, handoffs: HandoffService, sessions: SessionIds):
+    def __init__(
+        self,
+        leases: LeaseService,
+        handoffs: HandoffService,
+        sessions: SessionIds,
+        origins: Iterable[str] = (),
+    ):
         self.sessions = sessions
+        self.origins = frozenset(origins)
+        """Web origins besides the server's own whose pages may call (`--cors-origin`)."""
         # The SDK logs each stateless request's transport ending at INFO: the request log has it.
         logging.getLogger("mcp.server").setLevel(logging.WARNING)
         self.bridge = AsgiBridge(lambda: _sdk_app(leases, handoffs), carry=(CALLER,))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._check_origin(req)
         raw = read_body(req)
         require_json(req)
+        message = _message(raw)
         key_hash, _ = key_of(req)
         session = req.get_header(SESSION_HEADER)
         if session is not None and not self.sessions.belongs(session, key_hash):
@@ -112,8 +158,45 @@ class Mcp:
             if name.lower() != "content-length":
                 resp.append_header(name, value)
         resp.data = answer.body
-        if session is None and answer.status == 200 and _initializes(raw):
+        if session is None and answer.status == 200 and message.get("method") == "initialize":
             resp.set_header(SESSION_HEADER, self.sessions.issue(key_hash))
+
+    def _check_origin(self, req: falcon.Request) -> None:
+        """403 for a page of another origin (the transport's guard against DNS rebinding); a
+        request without `Origin` is no browser's page and is served."""
+        origin = req.get_header("Origin")
+        if origin is None:
+            return
+        try:
+            origin = parse_origin(origin)
+        except ValueError:
+            raise error(403, FOREIGN_ORIGIN) from None
+        host = req.get_header("Host") or ""
+        if origin not in self.origins and origin not in _own_origins(host):
+            raise error(403, FOREIGN_ORIGIN)
+
+
+def _own_origins(host: str) -> set[str]:
+    """The server's own origin as a page would name it, by the Host it was reached at: over
+    http or, behind a proxy that ends TLS, https."""
+    own = set()
+    for scheme in ("http", "https"):
+        with suppress(ValueError):  # a Host no origin can name
+            own.add(parse_origin(f"{scheme}://{host}"))
+    return own
+
+
+def _message(raw: bytes) -> dict[str, Any]:
+    """The body as one JSON-RPC message, refused in titen's words (a JSON-RPC error) before the
+    SDK, whose own refusals would be its model library's text."""
+    try:
+        message = parse_json(raw, "The request body")
+    except Refusal as refused:
+        raise error(400, message_of(refused), rpc=jsonrpc.PARSE_ERROR) from None
+    problem = jsonrpc.problem(message)
+    if problem is not None:
+        raise error(400, problem, rpc=jsonrpc.INVALID_REQUEST)
+    return message
 
 
 def _sdk_app(leases: LeaseService, handoffs: HandoffService) -> Starlette:
@@ -123,14 +206,3 @@ def _sdk_app(leases: LeaseService, handoffs: HandoffService) -> Starlette:
     from titen.api.rest.mcp_app import transport
 
     return transport(leases, handoffs, PATH, CALLER)
-
-
-def _initializes(raw: bytes) -> bool:
-    """Whether the body is an `initialize` request (the SDK has parsed and answered it)."""
-    if nests_deeper(raw, MAX_DEPTH):
-        return False
-    try:
-        message = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: not expected, measured first
-        return False
-    return isinstance(message, dict) and message.get("method") == "initialize"

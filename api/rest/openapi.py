@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from titen.api.rest.contract import JSON, STATUS_OF, STRING, Contract, Operation
+from titen.api.rest.contract import JSON, STATUS_OF, STRING, Contract, Operation, ref
 
 VERSION = "0.1.0"
 IDEMPOTENCY_KEY = {
@@ -32,16 +32,26 @@ RETRY_AFTER = {
     "description": "Seconds to wait before retrying.",
     "schema": {"type": "string", "pattern": "^[0-9]+$"},
 }
+WWW_AUTHENTICATE = {
+    "description": "`Bearer`: the scheme a key is sent with.",
+    "schema": {"type": "string", "enum": ["Bearer"]},
+}
+LICENSE = {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"}
+"""The project grants no license (all rights reserved): an SPDX reference of its own."""
+SERVERS = [{"url": "/", "description": "The server that serves this document."}]
 REASONS = {
     400: "The request is malformed; the message names the field.",
     401: "No valid API key.",
     403: "The key's role may not do this.",
     404: "Not found, or not visible to the caller.",
+    406: "The Accept header does not take application/json.",
     409: "Conflict with the current state.",
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON.",
     422: "The Idempotency-Key was used with a different request body.",
     429: "The caller's quota is in use; retry after closing one.",
+    431: "The request head is larger than 64 KiB (refused before its route is known, so in "
+    "the envelope on every route).",
     500: "Internal error.",
     503: "Unavailable for now; retry.",
 }
@@ -50,12 +60,15 @@ REASONS = {
 def document(routes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     """The document for a route table of (URI template, resource class or instance)."""
     paths: dict[str, Any] = {}
+    named: dict[str, Any] = {}
     for template, resource in routes:
         contract: Contract = resource.contract
         paths[template] = {
             method.lower(): _operation(template, operation)
             for method, operation in contract.items()
         }
+        for operation in contract.values():
+            named.update(operation.components)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -63,12 +76,15 @@ def document(routes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
             "version": VERSION,
             "summary": "Leases and handoffs for AI agents.",
             "description": (
-                'Every error answers `{"error": {"code", "message"}}`; each operation lists '
+                'Every error answers `{"error": {"code", "message"}}` (`Error`; on `/mcp`, '
+                "a JSON-RPC error with the code in `error.data.code`); each response names "
                 "the codes it can answer. Keys are `titen keys create` bearer tokens. Every "
                 "GET route also answers HEAD (no body), and every route OPTIONS (no key "
                 "needed; its `Allow` is the one a 405 carries): not listed per path."
             ),
+            "license": LICENSE,
         },
+        "servers": SERVERS,
         "paths": paths,
         "components": {
             "securitySchemes": {
@@ -86,7 +102,7 @@ def document(routes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
                     "its key. Used only when no Authorization header is sent.",
                 },
             },
-            "schemas": {"Error": _error_schema(sorted(STATUS_OF, key=STATUS_OF.__getitem__))},
+            "schemas": {"ErrorCode": _codes(), "Error": ERROR, **named},
         },
         "security": [{"bearer": []}],
     }
@@ -145,48 +161,60 @@ def _responses(operation: Operation) -> dict[str, Any]:
             for name, link in operation.links.items()
         }
     responses = {str(status): success for status in (operation.status, *operation.also)}
+    for status in operation.bodiless:
+        responses[str(status)] = {"description": "Accepted; no body."}
     by_status: dict[int, list[str]] = {}
     for code in operation.error_codes():
         by_status.setdefault(STATUS_OF[code], []).append(code)
     for status, codes in by_status.items():
+        shape = "Error" if status == 431 else operation.error_schema
         responses[str(status)] = {
             "description": f"{REASONS[status]} Codes: {', '.join(codes)}.",
-            "content": {JSON: {"schema": _error_schema(codes)}},
+            "content": {JSON: {"schema": ref(shape)}},
         }
         if status in (429, 503):
             responses[str(status)]["headers"] = {"Retry-After": RETRY_AFTER}
-    for status, schema in operation.protocol_errors.items():
-        _add_protocol_error(responses, status, schema)
+        elif status == 401:
+            responses[str(status)]["headers"] = {"WWW-Authenticate": WWW_AUTHENTICATE}
+    for status in operation.protocol_errors:
+        _add_protocol_error(responses, status, operation.error_schema)
     return responses
 
 
-def _add_protocol_error(responses: dict[str, Any], status: int, schema: dict[str, Any]) -> None:
-    """A status answered with the protocol's own error body, or with the envelope as well."""
+def _add_protocol_error(responses: dict[str, Any], status: int, shape: str) -> None:
+    """A status the protocol also answers itself, in the operation's error shape."""
     protocol = "The protocol's own error (JSON-RPC)."
     known = responses.get(str(status))
     if known is None:
-        responses[str(status)] = {"description": protocol, "content": {JSON: {"schema": schema}}}
-        return
-    content = known["content"][JSON]
-    content["schema"] = {"anyOf": [content["schema"], schema]}
-    known["description"] += f" Or: {protocol}"
+        content = {JSON: {"schema": ref(shape)}}
+        responses[str(status)] = {
+            "description": f"{REASONS[status]} {protocol}",
+            "content": content,
+        }
+    else:
+        known["description"] += f" Or: {protocol}"
 
 
-def _error_schema(codes: list[str]) -> dict[str, Any]:
-    """The error envelope, with `code` one of `codes`."""
+def _codes() -> dict[str, Any]:
+    """Every error code, in the order of their statuses: one list, where the codes are."""
     return {
-        "type": "object",
-        "properties": {
-            "error": {
-                "type": "object",
-                "properties": {
-                    "code": {"type": "string", "enum": codes},
-                    "message": {"type": "string"},
-                },
-                "required": ["code", "message"],
-                "additionalProperties": False,
-            }
-        },
-        "required": ["error"],
-        "additionalProperties": False,
+        "type": "string",
+        "description": "What went wrong, for a program to act on; `message` says it in words.",
+        "enum": sorted(STATUS_OF, key=lambda code: (STATUS_OF[code], code)),
     }
+
+
+ERROR = {
+    "type": "object",
+    "description": "Every error answer but `/mcp`'s.",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {"code": ref("ErrorCode"), "message": {"type": "string"}},
+            "required": ["code", "message"],
+            "additionalProperties": False,
+        }
+    },
+    "required": ["error"],
+    "additionalProperties": False,
+}

@@ -36,12 +36,28 @@ PAGE = """<!DOCTYPE html>
 """
 
 
+OPENAPI_DOCUMENT = {
+    "type": "object",
+    "description": "An OpenAPI 3.1 document (its schema: https://spec.openapis.org/oas/3.1).",
+    "properties": {
+        "openapi": {"type": "string"},
+        "info": {"type": "object", "additionalProperties": True},
+        "servers": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+        "paths": {"type": "object", "additionalProperties": True},
+        "components": {"type": "object", "additionalProperties": True},
+        "security": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+    },
+    "required": ["openapi", "info", "paths"],
+    "additionalProperties": True,
+}
+
+
 class OpenAPIDocument:
     contract = operations(
         get=Operation(
             "getOpenAPI",
             "This document: every route, its parameters, bodies, answers and error codes.",
-            answer={"type": "object", "required": ["openapi", "paths"]},
+            answer=OPENAPI_DOCUMENT,
             public=True,
         )
     )

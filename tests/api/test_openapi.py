@@ -14,6 +14,8 @@ import falcon.inspect
 import pytest
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 from tests.support import bearer
 from titen.api import schemas
@@ -22,6 +24,19 @@ from titen.api.rest import methods
 from titen.api.rest.app import create_app
 from titen.api.rest.contract import STATUS_OF
 from titen.api.rest.errors import CODES
+from titen.domain.published import PUBLISHED
+
+REF = "#/components/schemas/"
+
+
+class AnyText(str):
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and bool(other)
+
+    __hash__ = str.__hash__
+
+
+ANY_TEXT = AnyText()
 
 
 @pytest.fixture
@@ -86,50 +101,83 @@ def test_request_bodies_are_the_schemas_that_validate_requests(document):
     assert body("/v1/handoffs/{handoff_id}/resolve")["schema"] == schemas.RESOLVE_HANDOFF
 
 
-def test_every_operation_lists_its_error_codes_in_the_envelope(document):
+def test_every_error_answer_refers_to_the_one_error_schema(document):
     for path, item in document["paths"].items():
         for method, operation in item.items():
             responses = operation["responses"]
             public = operation.get("security") == []
             assert ("401" in responses) != public, (method, path)
-            assert "500" in responses
+            assert {"431", "500"} <= set(responses)
+            assert any(400 <= int(status) < 500 for status in responses), (method, path)
             for status, response in responses.items():
-                if int(status) < 400:
-                    continue
+                if int(status) < 400 or (path, status) == ("/readyz", "503"):
+                    continue  # /readyz's 503 is the same body as its 200
                 schema = response["content"]["application/json"]["schema"]
-                for member in schema.get("anyOf", [schema]):
-                    if "data" in member["properties"]:
-                        continue  # /readyz's 503: the same body as its 200
-                    if "jsonrpc" in member["properties"]:
-                        continue  # /mcp: the protocol's own error (test below)
-                    codes = member["properties"]["error"]["properties"]["code"]["enum"]
-                    assert codes and all(STATUS_OF[code] == int(status) for code in codes)
+                mcp = path == "/mcp" and status != "431"  # a head too large: before the path
+                assert schema == {"$ref": REF + ("McpError" if mcp else "Error")}
+                codes = re.search(r"Codes: ([A-Z_, ]+)\.", response["description"])
+                if codes is not None:  # absent on a status only the MCP SDK answers
+                    assert all(STATUS_OF[code] == int(status) for code in codes[1].split(", "))
     resolve = document["paths"]["/v1/handoffs/{handoff_id}/resolve"]["post"]["responses"]
-    assert set(resolve) == {"200", "400", "401", "404", "409", "413", "415", "422", "500", "503"}
+    assert set(resolve) == {
+        "200", "400", "401", "404", "409", "413", "415", "422", "431", "500", "503"
+    }  # fmt: skip
     header = document["paths"]["/v1/leases"]["post"]["parameters"][-1]
     assert header["name"] == "Idempotency-Key" and header["in"] == "header"
 
 
-def test_mcp_is_one_opaque_json_rpc_operation(document):
+def test_the_error_schema_names_every_code_from_the_one_table(document):
+    schemas = document["components"]["schemas"]
+    assert schemas["ErrorCode"]["enum"] == sorted(STATUS_OF, key=lambda c: (STATUS_OF[c], c))
+    code = schemas["Error"]["properties"]["error"]["properties"]["code"]
+    assert code == {"$ref": REF + "ErrorCode"}
+    data = schemas["McpError"]["properties"]["error"]["properties"]["data"]
+    assert data["properties"]["code"] == {"$ref": REF + "ErrorCode"}
+
+
+def test_mcp_is_one_json_rpc_operation_whose_every_error_is_json_rpc(document):
     (method,) = document["paths"]["/mcp"]
     operation = document["paths"]["/mcp"][method]
     assert (method, operation["operationId"]) == ("post", "mcp")
     responses = operation["responses"]
-    assert set(responses) == {"200", "202", "400", "401", "404", "406", "413", "415", "500", "503"}
+    assert set(responses) == {
+        "200", "202", "400", "401", "403", "404", "406", "413", "415", "431", "500", "503"
+    }  # fmt: skip
     body = operation["requestBody"]["content"]["application/json"]["schema"]
-    assert body["type"] == "object" and "properties" not in body  # the protocol's, not ours
+    assert body["additionalProperties"] is True  # the protocol's messages, not titen's
+    assert {"jsonrpc", "id", "method", "params", "result", "error"} == set(body["properties"])
 
-    def schema(status: str) -> dict:
-        return responses[status]["content"]["application/json"]["schema"]
 
-    json_rpc = schema("406")
-    assert json_rpc["required"] == ["jsonrpc", "error"]
-    for status in ("400", "404"):  # titen's envelope, or the protocol's error
-        envelope, protocol = schema(status)["anyOf"]
-        assert protocol == json_rpc
-        assert "error" in envelope["properties"] and "jsonrpc" not in envelope["properties"]
-    for status in ("401", "413", "415"):  # titen's alone
-        assert "anyOf" not in schema(status)
+def test_servers_license_and_free_form_bodies_are_stated(document):
+    assert document["servers"] == [{"url": "/", "description": ANY_TEXT}]
+    assert document["info"]["license"]["identifier"]
+    free_form = [
+        document["paths"]["/mcp"]["post"]["requestBody"]["content"]["application/json"],
+        document["paths"]["/openapi.json"]["get"]["responses"]["200"]["content"][
+            "application/json"
+        ],
+    ]
+    for content in free_form:
+        schema = content["schema"]
+        assert schema["additionalProperties"] is True and schema["properties"]
+        assert set(schema.get("required", [])) <= set(schema["properties"])
+
+
+def test_event_data_is_told_apart_by_the_event_type(document):
+    schemas = document["components"]["schemas"]
+    listed = document["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]
+    events = listed["application/json"]["schema"]["properties"]["data"]["properties"]["events"]
+    union = events["items"]
+    mapping = union["discriminator"]["mapping"]
+    assert union["discriminator"]["propertyName"] == "type"
+    assert set(mapping) == set(PUBLISHED)
+    assert [member["$ref"] for member in union["oneOf"]] == list(mapping.values())
+    for kind, target in mapping.items():
+        variant = schemas[target.removeprefix(REF)]
+        assert variant["properties"]["type"]["enum"] == [kind]
+    lease = schemas["LeaseAcquiredEvent"]["properties"]["data"]
+    assert "fencing_token" in lease["properties"] and "handoff_id" not in lease["properties"]
+    assert "handoff_id" in schemas["HandoffCreatedEvent"]["properties"]["data"]["properties"]
 
 
 def test_the_document_names_the_bearer_scheme_and_the_event_stream(document):
@@ -163,10 +211,14 @@ def test_links_lead_from_creating_to_using(document):
 def test_real_answers_match_their_documented_schemas(client, document, alice, bob):
     """A few real answers, checked against the document (schemathesis checks every one)."""
 
+    registry = Registry().with_resource("urn:document", Resource(document, DRAFT202012))
+
     def check(answer, path: str, method: str) -> None:
-        response = document["paths"][path][method]["responses"][str(answer.status_code)]
-        schema = response["content"]["application/json"]["schema"]
-        Draft202012Validator(schema).validate(answer.json)
+        """The answer against its schema in place, so its `$ref`s resolve in the document."""
+        where = ["paths", path, method, "responses", str(answer.status_code), "content"]
+        pointer = "/".join(p.replace("~", "~0").replace("/", "~1") for p in where)
+        schema = {"$ref": f"urn:document#/{pointer}/application~1json/schema"}
+        Draft202012Validator(schema, registry=registry).validate(answer.json)
 
     acquire = {"resource_type": "deploy", "resource_id": "x", "purpose": "p", "ttl_seconds": 60}
     acquired = client.simulate_post("/v1/leases", json=acquire, headers=bearer(alice))
@@ -183,6 +235,8 @@ def test_real_answers_match_their_documented_schemas(client, document, alice, bo
     check(client.simulate_get("/healthz"), "/healthz", "get")
     check(client.simulate_get("/v1/events", headers=bearer(alice)), "/v1/events", "get")
     check(client.simulate_get("/v1/leases/nope"), "/v1/leases/{lease_id}", "get")
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    check(client.simulate_post("/mcp", json=ping), "/mcp", "post")
 
 
 def test_titen_openapi_prints_the_served_document(document, capsys):
@@ -200,6 +254,5 @@ def test_docs_is_a_page_that_needs_nothing_from_outside(client):
 
 
 def test_error_codes_table_covers_every_status(document):
-    envelope = document["components"]["schemas"]["Error"]
-    codes = envelope["properties"]["error"]["properties"]["code"]["enum"]
+    codes = document["components"]["schemas"]["ErrorCode"]["enum"]
     assert set(CODES.values()) <= set(codes)

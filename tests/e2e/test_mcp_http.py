@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import fastmcp
 import httpx2
 import pytest
 from mcp import Client
@@ -29,6 +30,8 @@ from mcp.shared.exceptions import MCPError
 from tests.conftest import BACKENDS, skip_or_fail_without_postgres
 from tests.e2e.test_mcp import LEASE, mcp_session, run, text
 from tests.support import Http, Server, create_key, postgres_schema, titen
+from titen.api.rest.errors import DEFAULT_MESSAGES
+from titen.api.rest.jsonrpc import NOT_A_MESSAGE
 
 SESSION = "mcp-session-id"
 TOOLS = {"titen_lease_acquire", "titen_handoff"}
@@ -46,6 +49,7 @@ INITIALIZE = {
     },
 }
 ACCEPT = {"accept": "application/json, text/event-stream"}
+WRONG_KEY = DEFAULT_MESSAGES[401]
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"  # .ci/run fetches the same
 NPX = shutil.which("npx")
 
@@ -140,6 +144,13 @@ def post(world: World, body: Any, key: str | None, **headers: str) -> httpx2.Res
 def call(name: str, arguments: dict[str, Any], request_id: int = 2) -> dict[str, Any]:
     params = {"name": name, "arguments": arguments}
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def rpc_code(answer: httpx2.Response) -> str:
+    """Titen's code in a JSON-RPC error answer (`error.data.code`), once its shape is checked."""
+    body = answer.json()
+    assert (body["jsonrpc"], body["id"]) == ("2.0", None), body
+    return body["error"]["data"]["code"]
 
 
 def holder(world: World, lease_id: str, key: str) -> str | None:
@@ -255,23 +266,37 @@ def test_arguments_are_refused_in_rests_words(world):
     [None, "Bearer titen_" + "0" * 48, "Basic YWxpY2U6c2VjcmV0", "Bearer"],
     ids=["none", "unknown-key", "basic", "empty"],
 )
-def test_without_a_valid_key_it_is_401_in_the_envelope(world, authorization):
+def test_without_a_valid_key_it_is_401_as_a_json_rpc_error(world, authorization):
     headers = {} if authorization is None else {"authorization": authorization}
     answer = post(world, INITIALIZE, None, **headers)
     assert answer.status_code == 401
     assert answer.headers["www-authenticate"] == "Bearer"
-    assert answer.json()["error"]["code"] == "UNAUTHORIZED"
+    assert answer.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": WRONG_KEY, "data": {"code": "UNAUTHORIZED"}},
+    }
     assert SESSION not in answer.headers
 
 
-def test_the_sdk_client_with_a_wrong_key_is_refused(world):
+def test_the_sdk_client_with_a_wrong_key_is_told_so(world):
     async def scenario() -> None:
         async with session(world, "titen_" + "1" * 48):
             pass
 
     with pytest.raises(BaseExceptionGroup) as refused:
         run(scenario)
-    assert refused.group_contains(MCPError)
+    assert refused.group_contains(MCPError, match=re.escape(WRONG_KEY))
+
+
+def test_a_fastmcp_client_with_a_wrong_key_shows_the_services_words(world):
+    async def scenario() -> None:
+        async with fastmcp.Client(world.mcp, auth="titen_" + "1" * 48) as client:
+            await client.list_tools()
+
+    with pytest.raises(Exception) as refused:  # what fastmcp raises is its own
+        run(scenario)
+    assert WRONG_KEY in str(refused.value), repr(refused.value)
 
 
 def test_a_revoked_key_is_refused_at_once_on_its_open_session(world):
@@ -296,7 +321,7 @@ def test_a_revoked_key_is_refused_at_once_on_its_open_session(world):
 
     run(scenario)
     answer = post(world, call("titen_lease_acquire", {**LEASE, "resource_id": "dora3"}), key)
-    assert answer.status_code == 401 and answer.json()["error"]["code"] == "UNAUTHORIZED"
+    assert answer.status_code == 401 and rpc_code(answer) == "UNAUTHORIZED"
 
 
 def test_organizations_are_isolated_whatever_the_session_id_says(world):
@@ -326,7 +351,7 @@ def test_organizations_are_isolated_whatever_the_session_id_says(world):
             hijack = call("titen_lease_acquire", {**LEASE, "resource_id": "hijacked"})
             answer = post(world, hijack, carol, **{SESSION: alice_session})
             assert answer.status_code == 404
-            assert answer.json()["error"]["code"] == "NOT_FOUND"
+            assert rpc_code(answer) == "NOT_FOUND"
             status, _ = Http(world.urls[0], carol).request(
                 "POST", "/v1/leases", {**LEASE, "resource_id": "hijacked"}
             )
@@ -358,7 +383,7 @@ def test_a_session_id_is_bound_to_its_key(world):
     for key, session_id in ((second_key, issued), (world.keys["agent_alice"], "made-up")):
         refused = post(world, tools, key, **{SESSION: session_id})
         assert refused.status_code == 404
-        assert refused.json()["error"]["code"] == "NOT_FOUND"
+        assert rpc_code(refused) == "NOT_FOUND"
 
 
 def test_stateless_posts_and_the_sdks_default_client_act_as_the_key(world):
@@ -392,18 +417,18 @@ def test_refusals_around_the_protocol_are_clear_and_change_nothing(world):
     big = call("titen_lease_acquire", {**LEASE, "resource_id": "big", "purpose": "p" * (1 << 20)})
     too_big = post(world, big, key)
     assert too_big.status_code == 413
-    assert too_big.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert rpc_code(too_big) == "PAYLOAD_TOO_LARGE"  # waitress's refusal, before titen's app
 
     bearer = {"authorization": f"Bearer {key}"}
     for method in ("GET", "DELETE"):  # no server-to-client stream, no session to end
         answer = httpx2.request(method, world.mcp, headers={**ACCEPT, **bearer})
         assert answer.status_code == 405
-        assert answer.json()["error"]["code"] == "METHOD_NOT_ALLOWED"
+        assert rpc_code(answer) == "METHOD_NOT_ALLOWED"
         assert "POST" in answer.headers["allow"]
 
     plain = httpx2.post(world.mcp, content=b"{}", headers={**bearer, "content-type": "text/plain"})
     assert plain.status_code == 415
-    assert plain.json()["error"]["code"] == "UNSUPPORTED_MEDIA_TYPE"
+    assert rpc_code(plain) == "UNSUPPORTED_MEDIA_TYPE"
 
     broken = httpx2.post(
         world.mcp,
@@ -413,6 +438,16 @@ def test_refusals_around_the_protocol_are_clear_and_change_nothing(world):
     )
     assert broken.status_code == 400
     assert broken.json()["error"]["code"] == -32700  # JSON-RPC's parse error
+    for body in ([INITIALIZE], "initialize", 2.5):
+        refused = post(world, body, key)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["message"] == NOT_A_MESSAGE, refused.text
+
+    evil = post(world, INITIALIZE, key, origin="http://evil.example")
+    assert evil.status_code == 403 and rpc_code(evil) == "FORBIDDEN"
+    assert SESSION not in evil.headers
+    own = post(world, INITIALIZE, key, origin=world.urls[0])
+    assert own.status_code == 200, own.text
 
     status, _ = Http(world.urls[0], key).request(
         "POST", "/v1/leases", {**LEASE, "resource_id": "big"}

@@ -15,7 +15,7 @@ import falcon
 import pytest
 
 from titen.api.rest.body import MAX_DEPTH, parse_json
-from titen.api.rest.mcp import _initializes
+from titen.api.rest.mcp import _message
 from titen.domain.cursors import Cursors
 from titen.domain.json_depth import STRING, nests_deeper
 
@@ -69,8 +69,12 @@ def test_a_deep_cursor_is_refused_with_the_stack_to_spare(collector_at_every_lev
     assert cursors.open(base64.urlsafe_b64encode(DEEP).decode()) is None
 
 
-def test_a_deep_mcp_message_is_no_initialize_with_the_stack_to_spare(collector_at_every_level):
-    assert not _initializes(DEEP)
+def test_a_deep_mcp_message_is_refused_with_the_stack_to_spare(collector_at_every_level):
+    with pytest.raises(falcon.HTTPError) as raised:
+        _message(DEEP)
+    assert raised.value.description == (
+        f"The request body is nested too deeply: at most {MAX_DEPTH} levels."
+    )
 
 
 @pytest.mark.parametrize(
