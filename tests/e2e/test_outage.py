@@ -10,12 +10,11 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support import Server, create_key, eventually
+from tests.support import Server, create_key, eventually, free_port, subscriptions_held
 from tests.tcp_proxy import TcpProxy
 
 LEASE = {"purpose": "p", "ttl_seconds": 60, "resource_type": "deploy"}
@@ -55,7 +54,7 @@ def test_an_outage_answers_503_and_the_server_recovers_by_itself(postgres_databa
     proxy, through_proxy = proxied
     alice = create_key(postgres_database, "acme", "agent_alice")
     bob = create_key(postgres_database, "acme", "agent_bob")
-    server = Server(through_proxy, 4)
+    server = Server(through_proxy, 4, "--metrics-port", str(free_port()))
     try:
         status, _, _ = call(server, alice, "POST", "/v1/leases", {**LEASE, "resource_id": "a"})
         assert status == 201
@@ -88,7 +87,7 @@ def test_an_outage_answers_503_and_the_server_recovers_by_itself(postgres_databa
             )
         )
         waiting.start()
-        time.sleep(0.5)  # the long-poll is waiting
+        eventually(lambda: subscriptions_held(server) == 1, "the long-poll waiting")
         status, _, created = call(
             server, alice, "POST", "/v1/handoffs", {"to_principal": "agent_bob", "subject_id": "s"}
         )

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -170,9 +169,15 @@ def test_a_kill_between_ack_and_saving_resumes_with_no_gap_and_no_duplicate(
     assert position[consumer_name("default")].position == 0  # acknowledged, never saved
     with relay(database, stream):  # takes over once the dead relay's claim runs out
         eventually(lambda: len(messages(stream)) >= 10, "the rest published", timeout=40)
-        time.sleep(0.5)
+        acquire(services, "acme", "r10")  # published once the relay has gone past the rest
+        eventually(lambda: len(messages(stream)) >= 11, "one more published", timeout=40)
     ids = [body["id"] for _, _, body in messages(stream)]
     assert ids == [e.event["id"] for _, e in services.event_log.tail(0, 100)]  # once each
+
+
+def failures(services: Services, name: str = "default") -> int:
+    """The failed attempts the relay `name` has recorded at the event at its head."""
+    return services.consumer_table.consumers([consumer_name(name)])[consumer_name(name)].failures
 
 
 def test_the_relay_rides_out_a_nats_restart(database, services, stream):
@@ -190,7 +195,7 @@ def test_the_relay_rides_out_a_nats_restart(database, services, stream):
             server.wait(timeout=10)
             for i in range(3):
                 acquire(services, "acme", f"during{i}")
-            time.sleep(1.5)  # the relay fails and retries meanwhile
+            eventually(lambda: failures(services) > 0, "the relay failing, retrying", 30)
             server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             eventually(lambda: len(messages(stream, url)) == 4, "published after", timeout=40)
             assert process.poll() is None

@@ -34,5 +34,4 @@ def sample(metrics: dict, metric: str, /, **labels: str) -> float:
 def subscriptions_held(server: Server) -> float:
     """How many streams and waiting long-polls the server holds open, from its metrics (it
     was started with `--metrics-port`)."""
-    metrics_port = int(server.process.args[server.process.args.index("--metrics-port") + 1])
-    return sample(scrape(metrics_port), "titen_stream_subscribers")
+    return sample(scrape(server.metrics_port), "titen_stream_subscribers")

@@ -6,12 +6,12 @@ import json as jsonlib
 import os
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from tests.support.client import Http
 from tests.support.commands import TITEN
 from tests.support.ports import free_port
+from tests.support.waiting import eventually
 
 STARTUP_BOUND = 120  # seconds a test server may take to answer /healthz (Server._wait_healthy)
 
@@ -66,19 +66,21 @@ class Server:
     def _wait_healthy(self) -> None:
         # A bound for a hung start, not a pace: on 2 cores shared by the suite's processes (and
         # four servers starting at once in test_startup), a healthy start has taken over 30 s.
-        deadline = time.monotonic() + STARTUP_BOUND
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self._collect_log()
-                raise RuntimeError(f"titen serve exited: {self.log}")
-            try:
-                if Http(self.url).request("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"titen serve did not become healthy in {STARTUP_BOUND} s")
+        try:
+            eventually(self._healthy, "/healthz answered", STARTUP_BOUND, every=0.05)
+        except AssertionError:
+            self.stop()
+            raise RuntimeError(f"titen serve did not become healthy in {STARTUP_BOUND} s") from None
+
+    def _healthy(self) -> bool:
+        """Whether /healthz answers 200; RuntimeError, with what it said, once it has exited."""
+        if self.process.poll() is not None:
+            self._collect_log()
+            raise RuntimeError(f"titen serve exited: {self.log}")
+        try:
+            return Http(self.url).request("GET", "/healthz")[0] == 200
+        except OSError:
+            return False
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -95,6 +97,13 @@ class Server:
         self.process.kill()
         self.process.wait()
         self._collect_log()
+
+    @property
+    def metrics_port(self) -> int:
+        """The port its metrics listen on (it was started with `--metrics-port`)."""
+        args = self.process.args
+        assert isinstance(args, list)
+        return int(args[args.index("--metrics-port") + 1])
 
     def log_so_far(self) -> str:
         """What the server has written to stderr until now, while it runs (read without moving

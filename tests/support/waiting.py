@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
-def eventually(condition: Callable[[], object], what: str, timeout: float = 10) -> None:
-    """Poll `condition` until it holds; fail naming `what` if it never does."""
+def eventually(
+    condition: Callable[[], T], what: str, timeout: float = 10, every: float = 0.01
+) -> T:
+    """Poll `condition` (every `every` seconds) until it holds, and return what it returned;
+    fail naming `what` if it never does."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not (held := condition()):
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what}")
-        time.sleep(0.01)
+        time.sleep(every)
+    return held
