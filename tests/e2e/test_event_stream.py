@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -35,16 +34,10 @@ def acquire(http: Http, resource_id: str) -> dict:
     return body["data"]
 
 
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(
-        database,
-        8,
-        *("--heartbeat-seconds", "0.3", "--max-subscribers", "60"),
-        *("--max-subscribers-per-org", "60", "--max-subscribers-per-principal", "60"),
-    )
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server(
+    *("--heartbeat-seconds", "0.3", "--max-subscribers", "60"),
+    *("--max-subscribers-per-org", "60", "--max-subscribers-per-principal", "60"),
+)
 
 
 def test_a_stream_delivers_events_and_resumes_after_the_last_event_id(server):

@@ -10,12 +10,8 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from collections.abc import Iterator
-
-import pytest
 
 from tests.support import Server, create_key, eventually, free_port, subscriptions_held
-from tests.tcp_proxy import TcpProxy
 
 LEASE = {"purpose": "p", "ttl_seconds": 60, "resource_type": "deploy"}
 
@@ -34,20 +30,6 @@ def call(server: Server, key: str, method: str, path: str, body: object = None):
         return response.status, dict(response.getheaders()), json.loads(response.read())
     finally:
         conn.close()
-
-
-@pytest.fixture
-def proxied(postgres_database: str) -> Iterator[tuple[TcpProxy, str]]:
-    host = postgres_database.split("@", 1)[1].split("/", 1)[0]
-    proxy = TcpProxy(_address(host))
-    yield proxy, postgres_database.replace(f"@{host}/", f"@127.0.0.1:{proxy.port}/", 1)
-    proxy.close()
-
-
-def _address(host: str) -> tuple[str, int]:
-    """The (host, port) of a URL's `HOST[:PORT]`, PostgreSQL's port when none is given."""
-    name, _, port = host.partition(":")
-    return name, int(port or 5432)
 
 
 def test_an_outage_answers_503_and_the_server_recovers_by_itself(postgres_database, proxied):

@@ -21,7 +21,7 @@ import nats
 import pytest
 
 from tests.support import TITEN, Server, eventually, free_port, sample, scrape
-from titen.service.bootstrap import Services, bootstrap
+from titen.service.bootstrap import Services
 from titen.service.relay import KILL_AFTER_ACKS
 from titen.service.relay_names import consumer_name
 
@@ -124,13 +124,6 @@ def acquire(services: Services, organization: str, resource_id: str) -> None:
         purpose="p",
         ttl_seconds=60,
     )
-
-
-@pytest.fixture
-def services(database: str) -> Iterator[Services]:
-    opened = bootstrap(database, pool_size=2)
-    yield opened
-    opened.close()
 
 
 def test_every_organization_in_log_order_with_escaped_subjects(database, services, stream):

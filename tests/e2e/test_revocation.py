@@ -8,7 +8,7 @@ but the revocation can end the streams and the long-polls this quickly.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -19,7 +19,6 @@ from tests.support import (
     Server,
     create_key,
     eventually,
-    free_port,
     subscriptions_held,
     titen,
 )
@@ -29,14 +28,8 @@ ENDS_WITHIN_SECONDS = 3  # the promise is 1 s; slack for a loaded two-core machi
 
 
 @pytest.fixture
-def servers(database: str) -> Iterator[list[Server]]:
-    started = [
-        Server(database, 4, "--heartbeat-seconds", "60", "--metrics-port", str(free_port()))
-        for _ in range(2)
-    ]
-    yield started
-    for server in started:
-        server.stop()
+def servers(database: str, serve: Callable[..., Server]) -> list[Server]:
+    return [serve(database, "--heartbeat-seconds", "60", threads=4, metrics=True) for _ in range(2)]
 
 
 def ended_at(stream: EventStreamReader) -> float:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,7 +16,6 @@ from tests.support import (
     LongPoll,
     Server,
     eventually,
-    free_port,
     subscriptions_held,
 )
 from titen.service.bootstrap import bootstrap
@@ -35,12 +33,8 @@ def keys(database: str, *owners: tuple[str, str]) -> list[str]:
         services.close()
 
 
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    """Six slots, three per organization, two per principal; heartbeats too rare to help."""
-    server = Server(database, 4, *QUOTAS, "--metrics-port", str(free_port()))
-    yield server
-    server.stop()
+# Six slots, three per organization, two per principal; heartbeats too rare to help.
+pytestmark = pytest.mark.server(*QUOTAS, threads=4, metrics=True)
 
 
 def over_quota(stream: EventStreamReader, who: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -18,7 +18,6 @@ from tests.support import (
     Server,
     create_key,
     eventually,
-    free_port,
     subscriptions_held,
     titen,
 )
@@ -28,14 +27,8 @@ ENDS_WITHIN_SECONDS = 3  # the promise is 1 s; slack for a loaded two-core machi
 
 
 @pytest.fixture
-def servers(database: str) -> Iterator[list[Server]]:
-    started = [
-        Server(database, 4, "--heartbeat-seconds", "60", "--metrics-port", str(free_port()))
-        for _ in range(2)
-    ]
-    yield started
-    for server in started:
-        server.stop()
+def servers(database: str, serve: Callable[..., Server]) -> list[Server]:
+    return [serve(database, "--heartbeat-seconds", "60", threads=4, metrics=True) for _ in range(2)]
 
 
 def test_a_ticket_from_one_server_opens_streams_on_every_server_until_its_key_is_revoked(

@@ -56,11 +56,7 @@ def receiver() -> Iterator[Receiver]:
     receiver.close()
 
 
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(database, 4, *FAST)
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server(*FAST, threads=4)
 
 
 def test_deliveries_are_signed_ordered_and_shaped_like_the_event_log(server, receiver):
