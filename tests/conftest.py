@@ -76,6 +76,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's, which read the parametrize marks
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `backends("sqlite")` opens its `database` or `module_database` on those
+    backends only: a parametrize mark of its own, which takes the fixture's place."""
+    mark = metafunc.definition.get_closest_marker("backends")
+    if mark is None:
+        return
+    for name, scope in (("database", "function"), ("module_database", "module")):
+        if name in metafunc.fixturenames:
+            only = pytest.mark.parametrize(name, mark.args, indirect=True, scope=scope)
+            metafunc.definition.add_marker(only)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """In an xdist worker under `--dist loadgroup`, stop if a group did not reach the test's
     id, which is all the scheduler reads: the groups were once silently ignored (this file's

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.support import bearer
+from tests.support import bearer, eventually
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "checkout", "purpose": "p", "ttl_seconds": 60}
 ENVELOPE = {"specversion", "id", "source", "type", "time", "subject", "datacontenttype", "data"}
@@ -179,13 +179,30 @@ def test_events_need_a_key(client):
     assert client.simulate_get("/v1/events/stream").status_code == 401
 
 
-def test_a_long_poll_answers_as_soon_as_a_matching_event_commits(client, alice, bob):
+def waits_begun(services, monkeypatch) -> list[int]:
+    """How many times a long-poll has begun to wait for its organization's rows, counted as it
+    happens (`[n]`)."""
+    begun = [0]
+    wait_past = services.recent_events.wait_past
+
+    def counting(*args, **kwargs):
+        begun[0] += 1
+        return wait_past(*args, **kwargs)
+
+    monkeypatch.setattr(services.recent_events, "wait_past", counting)
+    return begun
+
+
+def test_a_long_poll_answers_as_soon_as_a_matching_event_commits(
+    client, services, monkeypatch, alice, bob
+):
     start = events(client, bob)["next_cursor"]
+    begun = waits_begun(services, monkeypatch)
 
     def later() -> None:
-        time.sleep(0.3)
+        eventually(lambda: begun[0] == 1, "the long-poll waiting")
         post(client, alice, "/v1/leases", {**ACQUIRE, "resource_id": "noise"})
-        time.sleep(0.3)
+        eventually(lambda: begun[0] == 2, "the long-poll woken by the noise, waiting again")
         handoff(client, alice)
 
     writer = threading.Thread(target=later)
@@ -195,7 +212,8 @@ def test_a_long_poll_answers_as_soon_as_a_matching_event_commits(client, alice, 
     waited = time.monotonic() - began
     writer.join()
     assert [e["type"] for e in page["events"]] == ["handoff.created"]
-    assert 0.5 < waited < 5
+    assert begun[0] == 2  # the noise did not end the wait
+    assert waited < 5
 
 
 def test_a_long_poll_with_nothing_new_answers_empty_after_the_wait(client, alice):

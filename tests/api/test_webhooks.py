@@ -22,11 +22,6 @@ def loopback_client(services):
     )
 
 
-@pytest.fixture
-def alice(key):
-    return key("acme", "agent_alice")
-
-
 def subscribe(client, key, **body):
     return client.simulate_post("/v1/webhooks", json={"url": URL, **body}, headers=bearer(key))
 

@@ -6,7 +6,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,18 +29,14 @@ from titen.client.errors import raise_for
 README = Path(__file__).parents[2] / "README.md"
 
 
-@dataclass
-class World:
-    url: str
-    database: str
-    keys: dict[str, str]
+pytestmark = pytest.mark.backends("sqlite")
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    database = f"sqlite:///{tmp_path_factory.mktemp('client')}/titen.db"
-    keys = {
-        name: create_key(database, org, name, role)
+def principals(module_server: Server) -> dict[str, str]:
+    """The keys of the module's principals on its server, by name."""
+    return {
+        name: create_key(module_server.database, org, name, role)
         for org, name, role in [
             ("acme", "agent_alice", "agent"),
             ("acme", "agent_bob", "agent"),
@@ -50,17 +45,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             ("umbra", "agent_eve", "agent"),
         ]
     }
-    server = Server(database)
-    yield World(server.url, database, keys)
-    server.stop()
 
 
 @pytest.fixture
-def connect(world: World) -> Iterator:
+def connect(module_server: Server, principals: dict[str, str]) -> Iterator:
     opened: list[TitenClient] = []
 
     def make(principal: str) -> TitenClient:
-        opened.append(TitenClient(world.url, world.keys[principal]))
+        opened.append(TitenClient(module_server.url, principals[principal]))
         return opened[-1]
 
     yield make
@@ -144,8 +136,11 @@ def test_a_bad_field_is_a_validation_error_in_the_service_words(alice, resource)
     assert invalid.value.message == "ttl_seconds must be from 10 to 86400."
 
 
-def test_a_wrong_key_is_unauthorized(world, resource):
-    with TitenClient(world.url, "titen_" + "0" * 48) as stranger, pytest.raises(Unauthorized) as e:
+def test_a_wrong_key_is_unauthorized(module_server, resource):
+    with (
+        TitenClient(module_server.url, "titen_" + "0" * 48) as stranger,
+        pytest.raises(Unauthorized) as e,
+    ):
         acquire(stranger, resource)
     assert (e.value.code, e.value.status) == ("UNAUTHORIZED", 401)
     assert e.value.message.startswith("A valid API key is required")
@@ -313,14 +308,14 @@ def test_an_id_cannot_escape_its_path_segment(alice):
         alice.release_lease("x/../../handoffs")
 
 
-def test_the_readme_example_runs_as_written(world):
+def test_the_readme_example_runs_as_written(module_server, principals):
     section = README.read_text().split("## Python client", 1)[1].split("\n## ", 1)[0]
     [example] = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     reviewer = "agent_reviewer"
-    create_key(world.database, "acme", reviewer)
+    create_key(module_server.database, "acme", reviewer)
     result = subprocess.run(
         [sys.executable, "-c", example],
-        env={"TITEN_URL": world.url, "TITEN_API_KEY": world.keys["agent_alice"]},
+        env={"TITEN_URL": module_server.url, "TITEN_API_KEY": principals["agent_alice"]},
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from tests.e2e.test_mcp import mcp_session, run, text
-from tests.support import Http, Server, create_key, read_http_request
+from tests.support import Http, create_key, read_http_request
 from titen.client import TitenClient, Unreachable
 
 
@@ -71,15 +70,6 @@ def _read_all(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
-@pytest.fixture
-def world(database) -> Iterator[tuple[Server, str, str]]:
-    alice = create_key(database, "acme", "agent_alice")
-    bob = create_key(database, "acme", "agent_bob")
-    server = Server(database)
-    yield server, alice, bob
-    server.stop()
-
-
 def keys_sent(proxy: DroppingProxy) -> list[bytes]:
     return [
         line.split(b":", 1)[1].strip()
@@ -89,8 +79,8 @@ def keys_sent(proxy: DroppingProxy) -> list[bytes]:
     ]
 
 
-def test_a_lost_acquire_answer_is_retried_and_answered_once(world):
-    server, alice, _ = world
+def test_a_lost_acquire_answer_is_retried_and_answered_once(server):
+    alice = create_key(server.database, "acme", "agent_alice")
     proxy = DroppingProxy(server.port, b"POST /v1/leases")
     try:
         with TitenClient(proxy.url, alice) as client:
@@ -104,8 +94,9 @@ def test_a_lost_acquire_answer_is_retried_and_answered_once(world):
     assert len(events["data"]["events"]) == 1  # the retry did not supersede the first lease
 
 
-def test_a_lost_handoff_answer_is_retried_without_a_second_handoff(world):
-    server, alice, bob = world
+def test_a_lost_handoff_answer_is_retried_without_a_second_handoff(server):
+    alice = create_key(server.database, "acme", "agent_alice")
+    bob = create_key(server.database, "acme", "agent_bob")
     proxy = DroppingProxy(server.port, b"POST /v1/handoffs")
     try:
         with TitenClient(proxy.url, alice) as client:
@@ -120,8 +111,8 @@ def test_a_lost_handoff_answer_is_retried_without_a_second_handoff(world):
     assert len(sent) == 3 and sent[0] == sent[1] != sent[2]
 
 
-def test_retries_are_bounded(world):
-    server, alice, _ = world
+def test_retries_are_bounded(server):
+    alice = create_key(server.database, "acme", "agent_alice")
     proxy = DroppingProxy(server.port, b"GET /v1/handoffs", drops=10)
     try:
         with (
@@ -135,8 +126,8 @@ def test_retries_are_bounded(world):
     assert len(proxy.forwarded) == 3  # the call and two retries
 
 
-def test_an_mcp_tool_call_is_one_call_retried_with_its_key(world):
-    server, alice, _ = world
+def test_an_mcp_tool_call_is_one_call_retried_with_its_key(server):
+    alice = create_key(server.database, "acme", "agent_alice")
     proxy = DroppingProxy(server.port, b"POST /v1/leases")
     arguments = {"resource_type": "deploy", "resource_id": "mcp", "purpose": "p", "ttl_seconds": 60}
 

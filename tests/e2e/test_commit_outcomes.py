@@ -14,14 +14,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.e2e.test_outage import proxied  # noqa: F401 (a fixture)
 from tests.support import Http, Server, create_key
 
 LEASE = {"purpose": "p", "ttl_seconds": 60, "resource_type": "deploy"}
 
 
 @pytest.fixture
-def served(postgres_database, proxied) -> Iterator[tuple[object, Server, Http, Http]]:  # noqa: F811
+def served(postgres_database, proxied) -> Iterator[tuple[object, Server, Http, Http]]:
     proxy, through_proxy = proxied
     alice = create_key(postgres_database, "acme", "agent_alice")
     bob = create_key(postgres_database, "acme", "agent_bob")

@@ -27,11 +27,7 @@ def make_key(database: str) -> str:
         services.close()
 
 
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(database, 4, "--request-head-timeout", "2")
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server("--request-head-timeout", "2", threads=4)
 
 
 def connect(server: Server) -> socket.socket:

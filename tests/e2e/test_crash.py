@@ -6,12 +6,11 @@ from __future__ import annotations
 import http.client
 import sqlite3
 import threading
-import time
 from contextlib import closing
 
 import psycopg
 
-from tests.support import Http, Server
+from tests.support import Http, Server, eventually
 from titen.service.bootstrap import bootstrap
 from titen.storage.database import parse
 
@@ -61,7 +60,7 @@ def test_a_kill_under_load_loses_no_acknowledged_command_and_no_read_model_row(d
     ]
     for thread in clients:
         thread.start()
-    time.sleep(1.5)
+    eventually(lambda: len(acked) >= 50, "the server under load", timeout=60)
     server.kill()
     for thread in clients:
         thread.join(timeout=30)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -35,16 +34,10 @@ def acquire(http: Http, resource_id: str) -> dict:
     return body["data"]
 
 
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(
-        database,
-        8,
-        *("--heartbeat-seconds", "0.3", "--max-subscribers", "60"),
-        *("--max-subscribers-per-org", "60", "--max-subscribers-per-principal", "60"),
-    )
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server(
+    *("--heartbeat-seconds", "0.3", "--max-subscribers", "60"),
+    *("--max-subscribers-per-org", "60", "--max-subscribers-per-principal", "60"),
+)
 
 
 def test_a_stream_delivers_events_and_resumes_after_the_last_event_id(server):
@@ -174,19 +167,18 @@ def test_past_the_subscriber_limit_a_stream_gets_503_and_the_api_still_answers(d
         assert status == 503
         acquire(Http(server.url, third), "still-served")
         open_streams[0].close()
-        deadline = time.monotonic() + 3  # the server sees the close within a second
-        while time.monotonic() < deadline:
-            retry = EventStreamReader(server.url, third)
-            if retry.status == 200:
-                retry.close()
-                break
-            retry.close()
-            time.sleep(0.1)
-        else:
-            pytest.fail("a closed stream's slot was not freed within ~1 s")
+        # The server sees the close within a second.
+        eventually(lambda: admitted(server, third), "the closed stream's slot freed", 3, 0.1)
         open_streams[1].close()
     finally:
         server.stop()
+
+
+def admitted(server: Server, key: str) -> bool:
+    """Whether a stream of `key` is admitted now (it is closed again at once)."""
+    stream = EventStreamReader(server.url, key)
+    stream.close()
+    return stream.status == 200
 
 
 def test_a_stuck_subscriber_blocks_no_writer_and_no_other_subscriber(server):

@@ -207,12 +207,12 @@ def replay(call: Call, alice: Http, bob: Http) -> tuple[int, dict | None]:
 
 def until_answered(request: Callable[[], tuple[int, Any]]) -> tuple[int, Any]:
     """`request()` repeated while it answers 503, for at most RETRY_SECONDS."""
-    deadline = time.monotonic() + RETRY_SECONDS
-    while True:
+
+    def answered() -> tuple[int, Any] | None:
         status, answer = request()
-        if status != 503 or time.monotonic() > deadline:
-            return status, answer
-        time.sleep(0.1)
+        return None if status == 503 else (status, answer)
+
+    return eventually(answered, "an answer other than 503", RETRY_SECONDS, every=0.1)
 
 
 def test_every_answer_matches_the_log_while_connections_are_killed(postgres_database):

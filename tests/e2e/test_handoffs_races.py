@@ -6,7 +6,7 @@ Threads in one process on both backends, and two `titen serve` processes on Post
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -74,16 +74,8 @@ def test_threads_race_to_resolve(client, services, key):
 
 
 @pytest.fixture
-def two_servers(postgres_database: str) -> Iterator[tuple[Server, Server]]:
-    first = Server(postgres_database)
-    try:
-        second = Server(postgres_database)
-    except BaseException:
-        first.stop()
-        raise
-    yield first, second
-    first.stop()
-    second.stop()
+def two_servers(postgres_database: str, serve: Callable[..., Server]) -> tuple[Server, Server]:
+    return serve(postgres_database), serve(postgres_database)
 
 
 def test_two_processes_race_to_resolve(postgres_database, two_servers):

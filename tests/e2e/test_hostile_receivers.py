@@ -7,22 +7,20 @@ the schedule, never resent because recording it failed."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
 
 from tests.hostile import Hostile, banner, close_early, drip, nul, stall
 from tests.receiver import Receiver
-from tests.support import Http, Server, eventually
+from tests.support import Http, eventually
 from titen.domain.webhooks import DELIVERY_TIMEOUT_SECONDS
 from titen.service.bootstrap import bootstrap
 from titen.service.workers import per_organization
 
-pytestmark = pytest.mark.slow
-
 RETRY = 2.0
 OPTIONS = ("--allow-private-webhooks", "--webhook-retry-seconds", f"{RETRY},{RETRY},{RETRY}")
+pytestmark = [pytest.mark.slow, pytest.mark.server(*OPTIONS, threads=4)]
 WORKERS = 8
 """titen serve's default --webhook-workers."""
 ACQUIRE = {"resource_type": "deploy", "purpose": "p", "ttl_seconds": 60}
@@ -57,13 +55,6 @@ def attempts(http: Http, webhook_id: str) -> list[dict]:
 def recorded(http: Http, webhook_id: str, count: int) -> list[dict]:
     eventually(lambda: len(attempts(http, webhook_id)) >= count, f"{count} attempts", 40)
     return attempts(http, webhook_id)
-
-
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(database, 4, *OPTIONS)
-    yield server
-    server.stop()
 
 
 def test_dripping_receivers_of_one_organization_delay_another_by_less_than_one_deadline(

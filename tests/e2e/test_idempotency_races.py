@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -66,20 +65,15 @@ def keys(database) -> tuple[str, str]:
 
 
 @pytest.fixture
-def one_server(database, keys) -> Iterator[list[Server]]:
-    server = Server(database, 16)
-    yield [server]
-    server.stop()
+def one_server(database, keys, serve) -> list[Server]:
+    return [serve(database, threads=16)]
 
 
 @pytest.fixture
-def two_servers(postgres_database) -> Iterator[tuple[list[Server], str, str]]:
+def two_servers(postgres_database, serve) -> tuple[list[Server], str, str]:
     alice = create_key(postgres_database, "acme", "agent_alice")
     bob = create_key(postgres_database, "acme", "agent_bob")
-    servers = [Server(postgres_database, 16), Server(postgres_database, 16)]
-    yield servers, alice, bob
-    for server in servers:
-        server.stop()
+    return [serve(postgres_database, threads=16) for _ in range(2)], alice, bob
 
 
 def assert_ran_once(results: list[tuple[int, dict, bool]], status: int) -> dict:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from tests.support import Http, Server
 from titen.service.bootstrap import bootstrap
@@ -22,13 +19,6 @@ def make_keys(database: str, count: int) -> list[str]:
         return [services.keys.create("acme", f"agent_{n}", "agent") for n in range(count)]
     finally:
         services.close()
-
-
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(database)
-    yield server
-    server.stop()
 
 
 def test_simultaneous_acquires_have_exactly_one_winner(server):

@@ -33,12 +33,7 @@ PROJECTIONS = (
 )
 
 
-@pytest.fixture
-def served(database):
-    port = free_port()
-    server = Server(database, 4, "--metrics-port", str(port), "--heartbeat-seconds", "0.2")
-    yield server, port
-    server.stop()
+pytestmark = pytest.mark.server("--heartbeat-seconds", "0.2", threads=4, metrics=True)
 
 
 def requests_total(metrics, method, route, status) -> float:
@@ -47,8 +42,8 @@ def requests_total(metrics, method, route, status) -> float:
     )
 
 
-def test_counters_move_with_the_requests_made(served):
-    server, port = served
+def test_counters_move_with_the_requests_made(server):
+    port = server.metrics_port
     alice = create_key(server.database, "acme", "agent_alice")
     bob = create_key(server.database, "acme", "agent_bob")
     ops = create_key(server.database, "acme", "ops", "operator")  # /readyz shows it positions
@@ -103,8 +98,8 @@ def test_counters_move_with_the_requests_made(served):
         assert ("titen_projection_lag_events", frozenset({("projection", name)})) in after
 
 
-def test_no_series_names_an_organization_or_principal(served):
-    server, port = served
+def test_no_series_names_an_organization_or_principal(server):
+    port = server.metrics_port
     alice = create_key(server.database, "acme", "agent_alice")
     Http(server.url).request("POST", "/v1/leases", LEASE, key=alice)
     metrics = scrape(port)
@@ -115,8 +110,8 @@ def test_no_series_names_an_organization_or_principal(served):
         assert not any(value in ("acme", "agent_alice") for _, value in labels), name
 
 
-def test_open_streams_are_counted_while_they_are_open(served):
-    server, port = served
+def test_open_streams_are_counted_while_they_are_open(server):
+    port = server.metrics_port
     alice = create_key(server.database, "acme", "agent_alice")
     assert sample(scrape(port), "titen_stream_subscribers") == 0
     streams = [EventStreamReader(server.url, alice, "?after=latest") for _ in range(2)]

@@ -10,13 +10,8 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-import time
-from collections.abc import Iterator
 
-import pytest
-
-from tests.support import Server, create_key, eventually
-from tests.tcp_proxy import TcpProxy
+from tests.support import Server, create_key, eventually, free_port, subscriptions_held
 
 LEASE = {"purpose": "p", "ttl_seconds": 60, "resource_type": "deploy"}
 
@@ -37,25 +32,11 @@ def call(server: Server, key: str, method: str, path: str, body: object = None):
         conn.close()
 
 
-@pytest.fixture
-def proxied(postgres_database: str) -> Iterator[tuple[TcpProxy, str]]:
-    host = postgres_database.split("@", 1)[1].split("/", 1)[0]
-    proxy = TcpProxy(_address(host))
-    yield proxy, postgres_database.replace(f"@{host}/", f"@127.0.0.1:{proxy.port}/", 1)
-    proxy.close()
-
-
-def _address(host: str) -> tuple[str, int]:
-    """The (host, port) of a URL's `HOST[:PORT]`, PostgreSQL's port when none is given."""
-    name, _, port = host.partition(":")
-    return name, int(port or 5432)
-
-
 def test_an_outage_answers_503_and_the_server_recovers_by_itself(postgres_database, proxied):
     proxy, through_proxy = proxied
     alice = create_key(postgres_database, "acme", "agent_alice")
     bob = create_key(postgres_database, "acme", "agent_bob")
-    server = Server(through_proxy, 4)
+    server = Server(through_proxy, 4, "--metrics-port", str(free_port()))
     try:
         status, _, _ = call(server, alice, "POST", "/v1/leases", {**LEASE, "resource_id": "a"})
         assert status == 201
@@ -88,7 +69,7 @@ def test_an_outage_answers_503_and_the_server_recovers_by_itself(postgres_databa
             )
         )
         waiting.start()
-        time.sleep(0.5)  # the long-poll is waiting
+        eventually(lambda: subscriptions_held(server) == 1, "the long-poll waiting")
         status, _, created = call(
             server, alice, "POST", "/v1/handoffs", {"to_principal": "agent_bob", "subject_id": "s"}
         )

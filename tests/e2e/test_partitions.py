@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import psycopg
 
-from tests.e2e.test_outage import proxied  # noqa: F401 (a fixture)
 from tests.support import Http, Server, create_key, eventually
 
 LEASE = {"purpose": "p", "ttl_seconds": 60, "resource_type": "deploy"}
@@ -23,7 +22,7 @@ def acquired(http: Http, resource: str) -> list[dict]:
 
 def test_a_black_holed_database_answers_503_and_the_node_recovers_by_itself(
     postgres_database,
-    proxied,  # noqa: F811
+    proxied,
 ):
     proxy, through_proxy = proxied
     key = create_key(postgres_database, "acme", "agent_alice")

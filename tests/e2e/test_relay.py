@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -22,7 +21,7 @@ import nats
 import pytest
 
 from tests.support import TITEN, Server, eventually, free_port, sample, scrape
-from titen.service.bootstrap import Services, bootstrap
+from titen.service.bootstrap import Services
 from titen.service.relay import KILL_AFTER_ACKS
 from titen.service.relay_names import consumer_name
 
@@ -127,13 +126,6 @@ def acquire(services: Services, organization: str, resource_id: str) -> None:
     )
 
 
-@pytest.fixture
-def services(database: str) -> Iterator[Services]:
-    opened = bootstrap(database, pool_size=2)
-    yield opened
-    opened.close()
-
-
 def test_every_organization_in_log_order_with_escaped_subjects(database, services, stream):
     organizations = ["acme", "we.ird*>org", "acme"]
     for i in range(9):
@@ -170,9 +162,15 @@ def test_a_kill_between_ack_and_saving_resumes_with_no_gap_and_no_duplicate(
     assert position[consumer_name("default")].position == 0  # acknowledged, never saved
     with relay(database, stream):  # takes over once the dead relay's claim runs out
         eventually(lambda: len(messages(stream)) >= 10, "the rest published", timeout=40)
-        time.sleep(0.5)
+        acquire(services, "acme", "r10")  # published once the relay has gone past the rest
+        eventually(lambda: len(messages(stream)) >= 11, "one more published", timeout=40)
     ids = [body["id"] for _, _, body in messages(stream)]
     assert ids == [e.event["id"] for _, e in services.event_log.tail(0, 100)]  # once each
+
+
+def failures(services: Services, name: str = "default") -> int:
+    """The failed attempts the relay `name` has recorded at the event at its head."""
+    return services.consumer_table.consumers([consumer_name(name)])[consumer_name(name)].failures
 
 
 def test_the_relay_rides_out_a_nats_restart(database, services, stream):
@@ -190,7 +188,7 @@ def test_the_relay_rides_out_a_nats_restart(database, services, stream):
             server.wait(timeout=10)
             for i in range(3):
                 acquire(services, "acme", f"during{i}")
-            time.sleep(1.5)  # the relay fails and retries meanwhile
+            eventually(lambda: failures(services) > 0, "the relay failing, retrying", 30)
             server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             eventually(lambda: len(messages(stream, url)) == 4, "published after", timeout=40)
             assert process.poll() is None

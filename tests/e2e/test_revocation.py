@@ -8,22 +8,28 @@ but the revocation can end the streams and the long-polls this quickly.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
-from tests.support import EventStreamReader, Http, LongPoll, Server, create_key, titen
+from tests.support import (
+    EventStreamReader,
+    Http,
+    LongPoll,
+    Server,
+    create_key,
+    eventually,
+    subscriptions_held,
+    titen,
+)
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
 ENDS_WITHIN_SECONDS = 3  # the promise is 1 s; slack for a loaded two-core machine
 
 
 @pytest.fixture
-def servers(database: str) -> Iterator[list[Server]]:
-    started = [Server(database, 4, "--heartbeat-seconds", "60") for _ in range(2)]
-    yield started
-    for server in started:
-        server.stop()
+def servers(database: str, serve: Callable[..., Server]) -> list[Server]:
+    return [serve(database, "--heartbeat-seconds", "60", threads=4, metrics=True) for _ in range(2)]
 
 
 def ended_at(stream: EventStreamReader) -> float:
@@ -49,7 +55,7 @@ def test_revocation_ends_streams_and_long_polls_in_every_process(servers):
         poll.start()
     for stream in streams:  # each stream is open and following
         assert next(stream.frames()) == {"comment": "connected"}
-    time.sleep(0.3)  # the long-polls are waiting
+    eventually(lambda: all(subscriptions_held(s) == 2 for s in servers), "the long-polls waiting")
     assert all(poll.is_alive() for poll in polls)
 
     titen("keys", "revoke", "--org", "acme", "--principal", "agent_reader", database=database)

@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.e2e.test_outage import proxied  # noqa: F401 (a fixture)
 from tests.support import Http, Server, create_key, eventually, titen
 from tests.tcp_proxy import TcpProxy
 
@@ -42,7 +41,7 @@ class Store:
 
 
 @pytest.fixture
-def served(postgres_database, proxied) -> Iterator[tuple[TcpProxy, Http, Store]]:  # noqa: F811
+def served(postgres_database, proxied) -> Iterator[tuple[TcpProxy, Http, Store]]:
     proxy, through_proxy = proxied
     alice = create_key(postgres_database, "acme", "agent_alice")
     server = Server(through_proxy, 4, "--allow-private-webhooks")
@@ -166,7 +165,7 @@ def test_a_ticket_issued_as_its_commit_answer_is_lost(served, lands):
 
 
 @LANDS
-def test_a_key_created_as_its_commit_answer_is_lost(postgres_database, proxied, lands):  # noqa: F811
+def test_a_key_created_as_its_commit_answer_is_lost(postgres_database, proxied, lands):
     proxy, through_proxy = proxied
     store = Store(postgres_database)
     proxy.cut_at_commit(deliver=lands, after=b'"api_keys" VALUES')
@@ -192,7 +191,7 @@ def test_a_key_created_as_its_commit_answer_is_lost(postgres_database, proxied, 
 
 
 @LANDS
-def test_keys_revoked_as_the_commit_answer_is_lost(postgres_database, proxied, lands):  # noqa: F811
+def test_keys_revoked_as_the_commit_answer_is_lost(postgres_database, proxied, lands):
     proxy, through_proxy = proxied
     store = Store(postgres_database)
     create_key(postgres_database, "acme", "agent_bob")

@@ -6,22 +6,29 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
-from tests.support import TITEN, EventStreamReader, Http, LongPoll, Server, create_key, titen
+from tests.support import (
+    TITEN,
+    EventStreamReader,
+    Http,
+    LongPoll,
+    Server,
+    create_key,
+    eventually,
+    subscriptions_held,
+    titen,
+)
 
 ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": 60}
 ENDS_WITHIN_SECONDS = 3  # the promise is 1 s; slack for a loaded two-core machine
 
 
 @pytest.fixture
-def servers(database: str) -> Iterator[list[Server]]:
-    started = [Server(database, 4, "--heartbeat-seconds", "60") for _ in range(2)]
-    yield started
-    for server in started:
-        server.stop()
+def servers(database: str, serve: Callable[..., Server]) -> list[Server]:
+    return [serve(database, "--heartbeat-seconds", "60", threads=4, metrics=True) for _ in range(2)]
 
 
 def test_a_ticket_from_one_server_opens_streams_on_every_server_until_its_key_is_revoked(
@@ -41,7 +48,7 @@ def test_a_ticket_from_one_server_opens_streams_on_every_server_until_its_key_is
     polls = [LongPoll(s.url, f"/v1/events?after=latest&wait=30&ticket={ticket}") for s in servers]
     for poll in polls:
         poll.start()
-    time.sleep(0.3)  # the long-polls are waiting
+    eventually(lambda: all(subscriptions_held(s) == 2 for s in servers), "the long-polls waiting")
     assert all(poll.is_alive() for poll in polls)
 
     titen("keys", "revoke", "--org", "acme", "--principal", "agent_reader", database=database)

@@ -56,11 +56,7 @@ def receiver() -> Iterator[Receiver]:
     receiver.close()
 
 
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(database, 4, *FAST)
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server(*FAST, threads=4)
 
 
 def test_deliveries_are_signed_ordered_and_shaped_like_the_event_log(server, receiver):
@@ -143,27 +139,29 @@ def test_a_dead_endpoint_does_not_delay_another_subscription(server, receiver):
         stuck.close()
 
 
-def test_a_subscription_failing_its_whole_schedule_is_failing_until_enabled(server):
+def test_a_subscription_failing_its_whole_schedule_is_failing_until_enabled(server, receiver):
     healthy = threading.Event()
-    receiver = Receiver(lambda _request: 200 if healthy.is_set() else 503)
+    flaky = Receiver(lambda _request: 200 if healthy.is_set() else 503)
     try:
         (alice,) = keys(server.database, "agent_alice")
         http = Http(server.url, alice)
-        webhook = subscribe(http, receiver.url)
+        webhook = subscribe(http, flaky.url)
         path = f"/v1/webhooks/{webhook['webhook_id']}"
         first = acquire(http, "a")["lease_id"]
         eventually(lambda: http.request("GET", path)[1]["data"]["status"] == "failing", "failing")
-        assert len(receiver.received) == 4  # the first attempt and three retries
+        assert len(flaky.received) == 4  # the first attempt and three retries
+        subscribe(http, receiver.url)  # delivered to meanwhile: the deliveries go on
         later = [acquire(http, x)["lease_id"] for x in ("b", "c")]
         healthy.set()
-        time.sleep(0.5)
-        assert len(receiver.received) == 4  # held while failing
+        witness = acquire(http, "d")["lease_id"]
+        assert lease_ids(receiver.wait_for(3)) == [*later, witness]
+        assert len(flaky.received) == 4  # held while failing
         status, enabled = http.request("POST", f"{path}/enable")
         assert (status, enabled["data"]["status"]) == (200, "active")
-        got = receiver.wait_for(7)
-        assert lease_ids(got[4:]) == [first, *later]
+        got = flaky.wait_for(8)
+        assert lease_ids(got[4:]) == [first, *later, witness]
     finally:
-        receiver.close()
+        flaky.close()
 
 
 def test_rotate_secret_signs_with_the_new_secret_at_once(server, receiver):
@@ -185,14 +183,13 @@ def test_to_principal_delivers_only_handoffs_addressed_to_it(server, receiver):
     http = Http(server.url, bob)
     subscribe(http, receiver.url, to_principal="agent_bob")
     acquire(http, "not-a-handoff")
-    for to in ("agent_carol", "agent_bob", "agent_carol", "agent_bob"):
+    for n, to in enumerate(("agent_carol", "agent_bob", "agent_carol", "agent_bob", "agent_bob")):
         status, _ = Http(server.url, alice).request(
-            "POST", "/v1/handoffs", {"to_principal": to, "subject_id": "s"}
+            "POST", "/v1/handoffs", {"to_principal": to, "subject_id": f"s{n}"}
         )
         assert status == 201
-    got = receiver.wait_for(2)
-    time.sleep(0.5)
-    assert len(receiver.received) == 2
+    got = receiver.wait_for(3)  # the last one delivered: each earlier one was decided, in order
+    assert [json.loads(r.body)["data"]["subject_id"] for r in got] == ["s1", "s3", "s4"]
     assert {json.loads(r.body)["data"]["to_principal"] for r in got} == {"agent_bob"}
 
 
@@ -200,11 +197,12 @@ def test_only_events_the_owner_may_read_are_delivered(server, receiver):
     (alice,) = keys(server.database, "agent_alice")
     (mallory,) = keys(server.database, "agent_mallory", org="other")
     subscribe(Http(server.url, alice), receiver.url)
-    acquire(Http(server.url, mallory), "theirs")  # another organization's event
-    mine = acquire(Http(server.url, alice), "mine")["lease_id"]
-    got = receiver.wait_for(1)
-    time.sleep(0.5)
-    assert lease_ids(receiver.received) == [mine]
+    mine = []
+    for n in range(2):  # delivered in log order: the last of mine comes after all of theirs
+        acquire(Http(server.url, mallory), f"theirs{n}")  # another organization's events
+        mine.append(acquire(Http(server.url, alice), f"mine{n}")["lease_id"])
+    got = receiver.wait_for(2)
+    assert lease_ids(got) == mine
     assert json.loads(got[0].body)["source"] == "/titen/organizations/acme"
 
 
@@ -253,11 +251,12 @@ def test_two_servers_on_postgres_deliver_each_event_once(postgres_database):
         acquired = [
             acquire(Http(servers[i % 2].url, alice), f"r{i}")["lease_id"] for i in range(20)
         ]
+        # One more once the first twenty arrived: the deliveries have gone past them all.
         for receiver in receivers:
             assert lease_ids(receiver.wait_for(20)) == acquired
-        time.sleep(1)
+        acquired.append(acquire(Http(servers[1].url, alice), "last")["lease_id"])
         for receiver in receivers:
-            assert len(receiver.received) == 20  # once each, in log order
+            assert lease_ids(receiver.wait_for(21)) == acquired  # once each, in log order
     finally:
         for server in servers:
             server.stop()

@@ -11,7 +11,6 @@ import subprocess
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -54,11 +53,7 @@ def start(database: str, *options: str, own_group: bool = False, workers: int = 
     return server
 
 
-@pytest.fixture
-def served(database: str) -> Iterator[Server]:
-    server = start(database)
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server("--workers", str(WORKERS), "--log-format", "json", threads=4)
 
 
 class Traced:
@@ -102,17 +97,17 @@ def spread(traced: Traced, workers: set[int], make: int = 16) -> dict[int, int]:
     return counts
 
 
-def test_every_worker_serves_requests_on_the_one_port(served):
-    workers = child_pids(served.process.pid)
-    traced = Traced(served, create_key(served.database, "acme", "agent_a"))
+def test_every_worker_serves_requests_on_the_one_port(server):
+    workers = child_pids(server.process.pid)
+    traced = Traced(server, create_key(server.database, "acme", "agent_a"))
     counts = spread(traced, workers)
     assert set(counts) == workers
 
 
-def test_a_write_is_read_back_through_any_worker(served):
-    workers = child_pids(served.process.pid)
-    alice = Traced(served, create_key(served.database, "acme", "agent_alice"))
-    bob = Traced(served, create_key(served.database, "acme", "agent_bob"))
+def test_a_write_is_read_back_through_any_worker(server):
+    workers = child_pids(server.process.pid)
+    alice = Traced(server, create_key(server.database, "acme", "agent_alice"))
+    bob = Traced(server, create_key(server.database, "acme", "agent_bob"))
     crossed = 0
     for n in range(40):
         resource = {**LEASE, "resource_id": f"r{n}"}
@@ -131,17 +126,17 @@ def test_a_write_is_read_back_through_any_worker(served):
     assert crossed >= 3, "requests never crossed workers"
 
 
-def test_a_revoked_key_is_refused_by_every_worker_and_stays_refused(served):
+def test_a_revoked_key_is_refused_by_every_worker_and_stays_refused(server):
     """Each worker learns of the revocation from its own listener (a NOTIFY on PostgreSQL, a
     poll on SQLite), a moment after the CLI's commit: each must refuse the key within the
     moment docs/operations.md gives, and no worker may accept it again once it has refused it.
     (Asserting the first request after the commit was refused failed now and then under load.)"""
-    workers = child_pids(served.process.pid)
-    key = create_key(served.database, "acme", "agent_a")
-    traced = Traced(served, key)
+    workers = child_pids(server.process.pid)
+    key = create_key(server.database, "acme", "agent_a")
+    traced = Traced(server, key)
     spread(traced, workers)  # the key is in each worker's cache now
 
-    titen("keys", "revoke", "--org", "acme", "--principal", "agent_a", database=served.database)
+    titen("keys", "revoke", "--org", "acme", "--principal", "agent_a", database=server.database)
 
     refused_by: set[int] = set()
     deadline = time.monotonic() + REVOCATION_BOUND_SECONDS
@@ -156,17 +151,17 @@ def test_a_revoked_key_is_refused_by_every_worker_and_stays_refused(served):
             refused_by.add(worker)
 
 
-def test_a_worker_that_dies_is_replaced_and_reported(served):
-    workers = child_pids(served.process.pid)
+def test_a_worker_that_dies_is_replaced_and_reported(server):
+    workers = child_pids(server.process.pid)
     victim = min(workers)
     os.kill(victim, signal.SIGKILL)
     eventually(
-        lambda: len(child_pids(served.process.pid) - {victim}) == WORKERS, "a new worker", 30
+        lambda: len(child_pids(server.process.pid) - {victim}) == WORKERS, "a new worker", 30
     )
-    assert victim not in child_pids(served.process.pid)
-    traced = Traced(served, create_key(served.database, "acme", "agent_a"))
-    spread(traced, child_pids(served.process.pid))
-    assert f"worker {victim} was killed by SIGKILL" in served.log_so_far()
+    assert victim not in child_pids(server.process.pid)
+    traced = Traced(server, create_key(server.database, "acme", "agent_a"))
+    spread(traced, child_pids(server.process.pid))
+    assert f"worker {victim} was killed by SIGKILL" in server.log_so_far()
 
 
 @pytest.mark.parametrize(
@@ -320,17 +315,17 @@ def _healthy(port: int) -> bool:
         return False
 
 
-def test_connections_are_shared_out_between_the_workers(served):
+def test_connections_are_shared_out_between_the_workers(server):
     """A client's pool opening one connection after another and keeping them open: each
     worker holds its share, within api/rest/balance.py's slack (before, the kernel gave most
     to one worker: 16 of 16, or 13 of 16, leaving the other idle)."""
-    workers = child_pids(served.process.pid)
-    traced = Traced(served, create_key(served.database, "acme", "agent_a"))
+    workers = child_pids(server.process.pid)
+    traced = Traced(server, create_key(server.database, "acme", "agent_a"))
     connections = []
     request_ids = []
     try:
         for _ in range(16):  # each kept open: every request is one more connection
-            connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
             connections.append(connection)
             request_ids.append(uuid.uuid4().hex)
             connection.request("GET", "/healthz", headers={"x-request-id": request_ids[-1]})

@@ -10,11 +10,10 @@ NotCommitted ("nothing changed") denies a change that was made.
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 
+from tests.support import eventually
 from titen.service.bootstrap import bootstrap
 
 
@@ -32,9 +31,11 @@ def test_a_connection_lost_inside_the_commits_send_is_settled(
         result = sent(self, query, *args, **kwargs)
         if query == "COMMIT" and not lost:
             lost.append(self.connection)
-            deadline = time.monotonic() + 5
-            while not app.recorder.select_events(key) and time.monotonic() < deadline:
-                time.sleep(0.01)  # on another pooled connection: the commit has landed
+            eventually(
+                lambda: app.recorder.select_events(key),
+                "the commit landed, seen on another pooled connection",
+                timeout=5,
+            )
             self.connection.pgconn.finish()
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return result

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,16 +26,14 @@ SQLITE_OWN_CHECKPOINT = 1000
 THREAD = "titen-sqlite-checkpoint"
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    return tmp_path / "titen.db"
+# The `database` and `services` of tests/conftest.py, on SQLite only.
+pytestmark = pytest.mark.backends("sqlite")
 
 
 @pytest.fixture
-def services(store: Path) -> Iterator[Services]:
-    opened = bootstrap(f"sqlite:///{store}", pool_size=4)
-    yield opened
-    opened.close()
+def store(database: str) -> Path:
+    """The SQLite file of the test's database."""
+    return Path(database.removeprefix("sqlite:///"))
 
 
 def wal_frames(store: Path) -> int:

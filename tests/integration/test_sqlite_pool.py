@@ -6,7 +6,6 @@ and reads and writes that exclude each other in memory (storage/sqlite.py, Tuned
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import ConnectionPoolClosedError, ConnectionUnavailableError
 
+from tests.support import eventually
 from titen.storage.sqlite import TunedSQLitePool
 
 WAIT = 10.0
@@ -85,9 +85,7 @@ def test_with_no_connection_idle_a_request_waits_for_one_returned(pool):
     got: list[Any] = []
     waiting = threading.Thread(target=lambda: got.append(pool.get_connection(timeout=WAIT)))
     waiting.start()
-    deadline = time.monotonic() + WAIT
-    while not pool._put_condition._waiters and time.monotonic() < deadline:  # type: ignore[attr-defined]
-        time.sleep(0.001)
+    eventually(lambda: pool._put_condition._waiters, "the request waiting", WAIT, every=0.001)  # type: ignore[attr-defined]
     returned = taken.pop()
     pool.put_connection(returned)
     waiting.join(WAIT)
@@ -107,10 +105,7 @@ def test_a_connection_closed_at_its_maximum_age_is_not_handed_over(tmp_path):
     pool = pool_of(str(tmp_path / "titen.db"), max_age=0.01)
     try:
         [aged] = idle(pool, 1)
-        deadline = time.monotonic() + WAIT
-        while not aged.closed and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert aged.closed
+        eventually(lambda: aged.closed, "the aged connection closed", WAIT, every=0.005)
         conn = pool.get_connection()
         assert conn is not aged and not conn.closed
         assert pool.num_in_use == 1

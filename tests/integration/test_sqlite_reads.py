@@ -9,8 +9,6 @@ each reading its pages again).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +20,8 @@ ACQUIRE = {"organization": "acme", "holder": "agent_a", "resource_type": "deploy
 ACQUIRE |= {"resource_id": "svc", "purpose": "p", "ttl_seconds": 60}
 
 
-@pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
-    opened = bootstrap(f"sqlite:///{tmp_path}/titen.db", pool_size=4)
-    yield opened
-    opened.close()
+# The `services` of tests/conftest.py, on SQLite only.
+pytestmark = pytest.mark.backends("sqlite")
 
 
 def traced(services: Services) -> list[str]:

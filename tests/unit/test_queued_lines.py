@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support import eventually
 from titen.api.rest.logs import GATHER_SECONDS, QueuedLines, atomic_chunks
 
 
@@ -36,9 +37,7 @@ def test_a_lone_line_is_written_well_within_a_second():
     try:
         time.sleep(GATHER_SECONDS * 2)  # the writer is asleep on an empty queue
         logger.warning("alone")
-        deadline = time.monotonic() + 1
-        while "alone" not in stream.getvalue() and time.monotonic() < deadline:
-            time.sleep(0.005)
+        eventually(lambda: "alone" in stream.getvalue(), "the line written", 1, every=0.005)
         assert stream.getvalue() == "alone\n"
     finally:
         handler.close()
