@@ -33,8 +33,8 @@ from titen.api.rest.asgi import AsgiBridge
 from titen.api.rest.auth import key_of, principal_of
 from titen.api.rest.body import parse_json, read_body, require_json
 from titen.api.rest.contract import Operation, operations, ref
-from titen.api.rest.cors import parse_origin
 from titen.api.rest.errors import Refusal, error, message_of
+from titen.api.rest.settings import parse_origin
 from titen.domain.mcp_sessions import SessionIds
 from titen.service.handoffs import HandoffService
 from titen.service.leases import LeaseService

@@ -37,7 +37,7 @@ needs_npm = pytest.mark.skipif(NPM is None or NODE is None, reason="no npm and n
 
 
 @dataclass
-class World:
+class Site:
     url: str
     keys: dict[str, str]
     """`<organization> <principal>`: agent_a and agent_b of typescript and of python."""
@@ -45,7 +45,7 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     folder = tmp_path_factory.mktemp("generated-clients")
     database = f"sqlite:///{folder}/titen.db"
     keys = {  # an organization per client, so that each reads its own flow's events
@@ -57,7 +57,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     try:
         document = folder / "openapi.json"
         document.write_text(httpx2.get(server.url + "/openapi.json", timeout=30).text)
-        yield World(server.url, keys, document)
+        yield Site(server.url, keys, document)
     finally:
         server.stop()
     assert '"status": 500' not in server.log, server.log[-5000:]
@@ -77,10 +77,10 @@ def run(*command: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @needs_npm
-def test_redocly_recommended_rules_find_nothing_in_the_document(world, tmp_path):
+def test_redocly_recommended_rules_find_nothing_in_the_document(site, tmp_path):
     told = run(
         NPM, "exec", "--yes", f"--package={REDOCLY}", "--", "redocly", "lint",
-        "--extends=recommended", "--format=json", world.document,
+        "--extends=recommended", "--format=json", site.document,
         cwd=tmp_path,
     )  # fmt: skip
     report = json.loads(told.stdout)
@@ -88,16 +88,16 @@ def test_redocly_recommended_rules_find_nothing_in_the_document(world, tmp_path)
 
 
 @needs_npm
-def test_a_typescript_client_runs_the_seed_flow_type_checked(world, tmp_path):
+def test_a_typescript_client_runs_the_seed_flow_type_checked(site, tmp_path):
     for name in ("package.json", "tsconfig.json", "flow.ts"):
         shutil.copy(TYPESCRIPT / name, tmp_path)
-    keys = {"agentA": world.keys["typescript agent_a"], "agentB": world.keys["typescript agent_b"]}
+    keys = {"agentA": site.keys["typescript agent_a"], "agentB": site.keys["typescript agent_b"]}
     (tmp_path / "config.ts").write_text(
-        f"export const url = {json.dumps(world.url)};\nexport const keys = {json.dumps(keys)};\n"
+        f"export const url = {json.dumps(site.url)};\nexport const keys = {json.dumps(keys)};\n"
     )
     run(NPM, "install", "--prefer-offline", "--no-audit", "--no-fund", cwd=tmp_path)
     bins = tmp_path / "node_modules" / ".bin"
-    run(bins / "openapi-typescript", world.document, "--output", "schema.ts", cwd=tmp_path)
+    run(bins / "openapi-typescript", site.document, "--output", "schema.ts", cwd=tmp_path)
     run(bins / "tsc", "--strict", "--noEmit", "-p", ".", cwd=tmp_path)
     run(bins / "tsc", "-p", ".", "--noCheck", cwd=tmp_path)  # checked above: emit alone
     told = json.loads(run(NODE, tmp_path / "built" / "flow.js", cwd=tmp_path).stdout)
@@ -106,11 +106,11 @@ def test_a_typescript_client_runs_the_seed_flow_type_checked(world, tmp_path):
     assert told["mcp"] == "A valid API key is required: authorization: Bearer <key>."
 
 
-def test_a_python_client_runs_the_seed_flow(world, tmp_path):
+def test_a_python_client_runs_the_seed_flow(site, tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"package_name_override": PACKAGE, "post_hooks": []}))
     told = run(
-        GENERATOR, "generate", "--path", world.document, "--config", config,
+        GENERATOR, "generate", "--path", site.document, "--config", config,
         "--meta", "none", "--output-path", tmp_path / PACKAGE,
         cwd=tmp_path,
     )  # fmt: skip
@@ -118,7 +118,7 @@ def test_a_python_client_runs_the_seed_flow(world, tmp_path):
     assert "warning" not in said.lower(), said  # every schema became a model
     sys.path.insert(0, str(tmp_path))
     try:
-        kinds = python_flow(world)
+        kinds = python_flow(site)
     finally:
         sys.path.remove(str(tmp_path))
         for name in [name for name in sys.modules if name.split(".")[0] == PACKAGE]:
@@ -126,7 +126,7 @@ def test_a_python_client_runs_the_seed_flow(world, tmp_path):
     assert kinds == ["LeaseAcquiredEvent", "HandoffCreatedEvent", "HandoffAcceptedEvent"]
 
 
-def python_flow(world: World) -> list[str]:
+def python_flow(site: Site) -> list[str]:
     """The seed's flow through the generated package; the events' classes, in order."""
     package = importlib.import_module(PACKAGE)
     models = importlib.import_module(f"{PACKAGE}.models")
@@ -134,8 +134,8 @@ def python_flow(world: World) -> list[str]:
     def api(operation: str) -> Any:
         return importlib.import_module(f"{PACKAGE}.api.default.{operation}").sync_detailed
 
-    agent_a = package.AuthenticatedClient(base_url=world.url, token=world.keys["python agent_a"])
-    agent_b = package.AuthenticatedClient(base_url=world.url, token=world.keys["python agent_b"])
+    agent_a = package.AuthenticatedClient(base_url=site.url, token=site.keys["python agent_a"])
+    agent_b = package.AuthenticatedClient(base_url=site.url, token=site.keys["python agent_b"])
     lease = models.AcquireLeaseBody(
         resource_type="deploy",
         resource_id="checkout-service",

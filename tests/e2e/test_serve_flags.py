@@ -62,17 +62,15 @@ class Started:
         )
 
     def wait_healthy(self) -> None:
-        deadline = time.monotonic() + STARTUP_BOUND
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"titen serve exited {self.process.returncode}: {self.log()}")
-            try:
-                if Http(self.url).request("GET", "/healthz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"titen serve did not answer /healthz in {STARTUP_BOUND} s")
+        eventually(self._healthy, "titen serve answering /healthz", STARTUP_BOUND, every=0.05)
+
+    def _healthy(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"titen serve exited {self.process.returncode}: {self.log()}")
+        try:
+            return Http(self.url).request("GET", "/healthz")[0] == 200
+        except OSError:
+            return False
 
     def log(self) -> str:
         self.stderr.seek(0)
