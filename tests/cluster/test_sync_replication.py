@@ -4,7 +4,7 @@ primary alone, and must never be answered as done.
 The standby is stopped, so every commit waits for it. First the waiting commit is cancelled
 (`pg_cancel_backend`): PostgreSQL returns success with only a WARNING. Then one is left to wait
 until the node's answer deadline: the node settles it by terminating its session, which commits
-it locally with the same WARNING, and finds it. Both must answer 503 UNAVAILABLE with
+it locally with the same WARNING, and finds it. Both must answer 503 OUTCOME_UNKNOWN with
 Retry-After, saying the outcome is unknown; once the standby is back, the same Idempotency-Key
 returns the original outcome, and the history check passes.
 """
@@ -43,7 +43,7 @@ def assert_unknown(result: list) -> None:
     eventually(lambda: result, "the node answers", 30)
     status, headers, body = result[0]
     assert status == 503, body
-    assert body["error"]["code"] == "UNAVAILABLE", body
+    assert body["error"]["code"] == "OUTCOME_UNKNOWN", body
     assert "retry-after" in headers
     message = body["error"]["message"]
     assert "outcome is unknown" in message and "Idempotency-Key" in message, message
