@@ -1,11 +1,11 @@
 """How long titen waits on PostgreSQL, and how many connections it keeps: the pool's tuning.
 
-A request must never wait on a database that does not answer for longer than about 10 s
-(docs/operations.md), and a server process must hold no more connections than its budget
-(`titen serve --pool-size`). The library builds its psycopg pool with every connection opened at
-start and kept, libpq's defaults (a connect may wait 130 s per host, a query on a dead link
-waits for ever) and its own retry of every read and insert (10 attempts, 0.2 s apart, so one
-failed wait became ten). Here each wait gets its own bound:
+A request is answered within 10 s whatever the database does (docs/operations.md), and a
+server process holds no more connections than its budget (`titen serve --pool-size`). The
+library builds its psycopg pool with every connection opened at start and kept, libpq's
+defaults (a connect may wait 130 s per host, a query on a dead link waits for ever) and its
+own retry of every read and insert (10 attempts, 0.2 s apart, so one failed wait became ten).
+Here each wait gets its own bound:
 
 - a connection from the pool within POOL_WAIT_SECONDS (psycopg_pool's PoolTimeout, an outage:
   503), the pool opening connections only as they are asked for and closing those left idle;
@@ -17,8 +17,9 @@ failed wait became ten). Here each wait gets its own bound:
   transaction left idle by a client that went away ends after the library's 5 s
   (`idle_in_transaction_session_timeout`), so one stuck command cannot stall everyone.
 
-Opening a store (`Database.migrating`: creating or changing tables, which may rightly take
-long on a big store) runs `unbounded()`: no answer deadline in that thread meanwhile.
+Inside a request every one of these waits also ends by the request's deadline
+(storage/request_budget.py). Opening a store (`Database.migrating`, which may rightly take long)
+runs `unbounded()`: no answer deadline in that thread meanwhile.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import psycopg
 from psycopg import errors
 
 from titen.storage import replication
+from titen.storage.request_budget import left
 
 POOL_WAIT_SECONDS = 4
 """How long a command waits for a pooled connection before it is told 503."""
@@ -83,12 +85,13 @@ class DeadlineConnection(psycopg.Connection[Any]):
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
         if timeout is not None or getattr(_patient, "active", False):
             return super().wait(gen, interval=interval, timeout=timeout)
+        bound = max(left(ANSWER_SECONDS), 0.001)
         try:
-            return super().wait(gen, interval=interval, timeout=ANSWER_SECONDS)
+            return super().wait(gen, interval=interval, timeout=bound)
         except errors._WaitTimeout:
             self.pgconn.finish()
             raise psycopg.OperationalError(
-                f"the database did not answer within {ANSWER_SECONDS:g} s"
+                f"the database did not answer within {bound:.3g} s"
             ) from None
 
 
@@ -112,11 +115,22 @@ def tune(pool: Any, options: dict[str, Any]) -> None:
     that needs one try again at once, so a pool recovers within seconds of the database.
     """
     pool.connection_class = DeadlineConnection
+    pool.getconn = _bounded(pool.getconn)
     pool._configure = _noting_session(pool._configure)
     pool.kwargs.update(libpq_options())
     pool.kwargs.update(options)
     pool.max_idle = IDLE_SECONDS
     pool.reconnect_timeout = float(POOL_WAIT_SECONDS)
+
+
+def _bounded(getconn: Any) -> Any:
+    """psycopg_pool's getconn (which its `connection()` calls), its wait for a connection
+    ending at the request's deadline too."""
+
+    def bounded(timeout: float | None = None) -> Any:
+        return getconn(timeout=left(POOL_WAIT_SECONDS if timeout is None else timeout))
+
+    return bounded
 
 
 def _noting_session(configure: Any) -> Any:

@@ -38,6 +38,7 @@ from titen.service.answers import (
     fingerprint,
 )
 from titen.service.keys import Principal
+from titen.storage import request_budget
 
 T = TypeVar("T")
 HEADER = "Idempotency-Key"
@@ -148,7 +149,7 @@ class Idempotency:
                     return mine
             if running.fingerprint != print_:
                 raise _reused()
-            if not running.done.wait(WAIT_SECONDS):
+            if not running.done.wait(request_budget.left(WAIT_SECONDS)):
                 raise _in_use()
 
 

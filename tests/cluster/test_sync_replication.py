@@ -6,12 +6,15 @@ The standby is stopped, so every commit waits for it. First the waiting commit i
 until the node's answer deadline: the node settles it by terminating its session, which commits
 it locally with the same WARNING, and finds it. Both must answer 503 OUTCOME_UNKNOWN with
 Retry-After, saying the outcome is unknown; once the standby is back, the same Idempotency-Key
-returns the original outcome, and the history check passes.
+returns the original outcome, and the history check passes. A retry with that key while the
+standby is still down is the same unknown, never a 201 the standby does not hold yet. With
+several writers queued behind the waiting commit, each is answered within the request's 10 s.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 
 from tests.cluster.harness import answer, lease, principals_and_keys, read_store
 from tests.cluster.history import Ack, check
@@ -69,6 +72,10 @@ def test_a_commit_the_standby_never_confirmed_is_never_acknowledged():
             result = acquire_in_thread(node, key, "settled", settled)
             waiting_commit(pair)  # left waiting: the node's answer deadline ends it
             assert_unknown(result)
+            for resource, once in (("cancelled", cancelled), ("settled", settled)):
+                # Still on the primary alone: still unknown, not a 201 a failover would lose.
+                retried = answer(node.url, "POST", "/v1/leases", key, lease(resource), once)
+                assert_unknown([retried])
 
             pair.standby.ctl("start")
             wait_for(
@@ -124,5 +131,62 @@ def test_a_write_beside_the_event_log_the_standby_never_confirmed_is_never_ackno
             result = create("settled")
             waiting_commit(pair)  # left waiting: the node's answer deadline ends it
             assert_unknown(result)
+        finally:
+            node.stop()
+
+
+REQUEST_SECONDS = 10.0
+"""docs/operations.md: every answer within this, whatever the database does."""
+
+
+def test_writers_queued_behind_a_commit_no_standby_confirms_are_answered_within_the_bound():
+    with replicated_pair(25614) as pair:
+        url = pair.url()
+        _, (key,), operator = principals_and_keys(url, 1)
+        node = Server(url, 8)
+        try:
+            assert answer(node.url, "POST", "/v1/leases", key, lease("before"))[0] == 201
+            pair.standby.ctl("stop")
+            timed: list[tuple[str, float, tuple]] = []
+
+            def acquire(resource: str) -> None:
+                began = time.monotonic()
+                sent = {"Idempotency-Key": resource}
+                got = answer(node.url, "POST", "/v1/leases", key, lease(resource), sent)
+                timed.append((resource, time.monotonic() - began, got))
+
+            writers = [f"queued-{n}" for n in range(4)]
+            threads = [threading.Thread(target=acquire, args=(r,), daemon=True) for r in writers]
+            threads[0].start()
+            waiting_commit(pair)  # the others queue behind it, on the events table's lock
+            for thread in threads[1:]:
+                thread.start()
+            for thread in threads:
+                thread.join(3 * REQUEST_SECONDS)
+            assert len(timed) == len(writers), timed
+            for resource, seconds, (status, headers, body) in timed:
+                assert seconds < REQUEST_SECONDS, (resource, seconds, body)
+                assert status == 503 and "retry-after" in headers, (resource, body)
+                assert body["error"]["code"] in ("UNAVAILABLE", "OUTCOME_UNKNOWN"), body
+
+            pair.standby.ctl("start")
+            wait_for(
+                lambda: (
+                    pair.primary.scalar(
+                        "SELECT sync_state FROM pg_stat_replication WHERE state = 'streaming'"
+                    )
+                    == "sync"
+                ),
+                "the standby is back",
+            )
+            acks = []
+            for resource in writers:
+                sent = {"Idempotency-Key": resource}
+                status, _, body = answer(node.url, "POST", "/v1/leases", key, lease(resource), sent)
+                assert status == 201, body
+                acks.append(Ack("acquire", body["data"]["lease_id"], body["data"]["fencing_token"]))
+            store = read_store(node.url, operator, writers, pair.primary.url)
+            check(acks, store)
+            assert [len(store.terms[r]) for r in writers] == [1] * len(writers)
         finally:
             node.stop()
