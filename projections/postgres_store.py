@@ -74,6 +74,10 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     def confirm_replicated(self, why: str) -> None:
         replication.confirm_on(self.datastore, why)
 
+    def writes_blocked(self) -> str | None:
+        with self.datastore.get_connection() as conn:
+            return replication.blocked(conn)
+
     def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         """One statement on its own (the pool's connections autocommit): no BEGIN and ROLLBACK
         round trips around it, and no ROLLBACK, which makes psycopg forget the connection's

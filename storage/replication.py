@@ -52,6 +52,27 @@ class NotReplicated(OutcomeUnknown):
     )
 
 
+BLOCKED = (
+    "SELECT current_setting('synchronous_standby_names') <> '' AS wanted,"
+    " (SELECT count(*) FROM pg_stat_replication"
+    "  WHERE sync_state IN ('sync', 'quorum') OR sync_state IS NULL) AS standbys"
+)
+"""Whether commits wait for a synchronous standby, and how many could confirm them (a
+standby's state reads NULL without `pg_monitor`: counted, as it may be one)."""
+
+
+def blocked(conn: Any) -> str | None:
+    """Why no commit can be confirmed now (commits wait for a synchronous standby and none is
+    connected: strict synchronous mode with its standby down), or None."""
+    row = conn.execute(BLOCKED).fetchone()
+    if row["wanted"] and not row["standbys"]:
+        return (
+            "writes are blocked: every commit waits for a synchronous standby"
+            " (synchronous_standby_names) and none is connected"
+        )
+    return None
+
+
 def note(diagnostic: Any) -> None:
     """psycopg's notice handler on every pooled connection. It runs in the thread that reads
     the server's answer, so the flag is that thread's: the command whose commit drew it."""

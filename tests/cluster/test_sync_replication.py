@@ -135,6 +135,12 @@ def test_a_write_beside_the_event_log_the_standby_never_confirmed_is_never_ackno
             node.stop()
 
 
+def ready(node: Server, key: str) -> tuple[int, list[str]]:
+    """/readyz with an agent's key (which sees what anyone does): its status and problems."""
+    status, _, body = answer(node.url, "GET", "/readyz", key)
+    return status, body["data"]["problems"]
+
+
 REQUEST_SECONDS = 10.0
 """docs/operations.md: every answer within this, whatever the database does."""
 
@@ -146,7 +152,11 @@ def test_writers_queued_behind_a_commit_no_standby_confirms_are_answered_within_
         node = Server(url, 8)
         try:
             assert answer(node.url, "POST", "/v1/leases", key, lease("before"))[0] == 201
+            assert ready(node, key) == (200, [])
             pair.standby.ctl("stop")
+            eventually(lambda: ready(node, key)[0] == 503, "/readyz says writes are blocked")
+            status, problems = ready(node, key)
+            assert any("writes are blocked" in problem for problem in problems), problems
             timed: list[tuple[str, float, tuple]] = []
 
             def acquire(resource: str) -> None:
@@ -179,6 +189,7 @@ def test_writers_queued_behind_a_commit_no_standby_confirms_are_answered_within_
                 ),
                 "the standby is back",
             )
+            eventually(lambda: ready(node, key) == (200, []), "/readyz says ready again")
             acks = []
             for resource in writers:
                 sent = {"Idempotency-Key": resource}
