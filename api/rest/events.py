@@ -49,6 +49,7 @@ from titen.domain.events import PUBLISHED
 from titen.projections.event_log import Published
 from titen.projections.recent_events import RecentEvents
 from titen.service.keys import Principal
+from titen.storage import request_budget
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
@@ -136,6 +137,7 @@ class Events:
                     deadline = time.monotonic() + wait
                     while not events and (remaining := deadline - time.monotonic()) > 0:
                         seen = recent.version(organization)
+                        request_budget.start()  # a fresh deadline: the wait was not on the database
                         events = recent.read(organization, after, types, limit)
                         if not events:
                             recent.wait_past(
