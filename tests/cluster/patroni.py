@@ -194,6 +194,8 @@ def patroni_pair(port: int) -> Iterator[PatroniPair]:
             os.killpg(etcd.pid, signal.SIGKILL)
         etcd.wait(30)
         _remove(folder)
+        with suppress(OSError):  # not while another pair uses it
+            ROOT.rmdir()
 
 
 def _etcd(folder: Path, client: int, peer: int) -> subprocess.Popen:
