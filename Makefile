@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-fast lint
+.PHONY: serve test test-patroni test-fast lint
 
 # Test processes: the e2e tests mostly wait on the servers they start, so more than the 2 cores
 # this is tuned for; PostgreSQL's 100 connections bound it (tests/conftest.py, many_connections).
@@ -24,8 +24,13 @@ serve: $(STAMP)
 
 # Tests marked `exclusive` count or fill PostgreSQL's connections: they run last, alone.
 test: $(STAMP)
-	$(PYTEST) -m "not exclusive"
-	$(RUN_PYTEST) -m exclusive
+	$(PYTEST) -m "not exclusive and not patroni"
+	$(RUN_PYTEST) -m "exclusive and not patroni"
+
+# Failover under Patroni and etcd (tests/cluster/test_patroni.py, as root): minutes, one at a
+# time, so apart from `make test`; .ci/run runs them after it.
+test-patroni: $(STAMP)
+	$(RUN_PYTEST) -m patroni tests/cluster
 
 # The inner loop: everything but the `slow` tests (real processes, tests/e2e).
 test-fast: $(STAMP)

@@ -13,6 +13,7 @@ from eventsourcing.postgres import PostgresTrackingRecorder
 
 from titen.projections.store import Row, ViewStore, Writer
 from titen.storage import replication
+from titen.storage.request_budget import committing
 from titen.storage.settle import TRANSACTION_ID, answer_lost, settle_transaction
 
 
@@ -55,7 +56,7 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
         xid = ""
         replication.forget()
         try:
-            with self.datastore.get_connection() as conn, conn.transaction():
+            with committing(), self.datastore.get_connection() as conn, conn.transaction():
                 cursor = conn.cursor()
                 first = cursor.execute(TRANSACTION_ID).fetchone()
                 assert first is not None  # one value selected: one row
@@ -69,6 +70,13 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
             return
         if replication.warned():
             replication.confirm_on(self.datastore, replication.WARNED)
+
+    def confirm_replicated(self, why: str) -> None:
+        replication.confirm_on(self.datastore, why)
+
+    def writes_blocked(self) -> str | None:
+        with self.datastore.get_connection() as conn:
+            return replication.blocked(conn)
 
     def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         """One statement on its own (the pool's connections autocommit): no BEGIN and ROLLBACK

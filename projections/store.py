@@ -304,6 +304,15 @@ class ViewStore(TrackingRecorder, ABC):
         with self._transaction(commit=True) as cursor:
             yield Writer(self, cursor)
 
+    def confirm_replicated(self, why: str) -> None:
+        """Return once what is committed now is as safe as a commit answered as done (on every
+        synchronous standby); else NotReplicated. A store with no standbys: at once."""
+
+    def writes_blocked(self) -> str | None:
+        """Why no write can commit now although the store answers, or None. A store with no
+        standbys: never."""
+        return None
+
     def query(self, template: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._transaction(commit=False) as cursor:
             cursor.execute(self.sql(template), params)

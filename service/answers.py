@@ -82,14 +82,19 @@ class StoredAnswers:
             )
 
     def find(self, scope: Scope) -> Answer | None:
-        """The unexpired answer stored under `scope`, if any."""
+        """The unexpired answer stored under `scope`, if any, once the change it answered is as
+        safe as when a first answer is given: on every synchronous standby (else NotReplicated,
+        an unknown outcome, as the first answer may have been)."""
         rows = self.store.query(
             "SELECT fingerprint, status, body FROM {idempotent_answers}"
             " WHERE organization = %s AND principal = %s AND method = %s AND path = %s"
             " AND idempotency_key = %s AND expires_at > %s",
             [*_key(scope), _millis(self.clock.now())],
         )
-        return Answer(**rows[0]) if rows else None
+        if not rows:
+            return None
+        self.store.confirm_replicated("the change this request's key answered was saved")
+        return Answer(**rows[0])
 
     def write(self, cursor: Any, kept: Sequence[Kept]) -> None:
         """On the cursor of a command's transaction: purge expired answers, then store these.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as NoAnswer
 from dataclasses import dataclass, field
@@ -40,10 +41,12 @@ class Report:
     projections: dict[str, ProjectionState] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     """Read models that failed on an event and were not repaired since."""
+    writes_blocked: str | None = None
+    """Why no write can commit although the database answers (a synchronous standby missing)."""
 
     @property
     def ready(self) -> bool:
-        return self.database == "ok" and not self.failures
+        return self.database == "ok" and not self.failures and self.writes_blocked is None
 
     def reasons(self) -> list[str]:
         """What is wrong, in words anyone may read: no positions, counts or error texts (a
@@ -54,7 +57,7 @@ class Report:
             f"read model {f.projection} failed on an event; repair it with"
             f" `titen projections rebuild {f.projection}`"
             for f in self.failures
-        ]
+        ] + self._blocked()
 
     def problems(self) -> list[str]:
         """What is wrong, in words, for the operator reading /readyz."""
@@ -64,7 +67,10 @@ class Report:
             f"{f.projection}: failed on log position {f.position} ({f.event_type}): {f.error};"
             f" repair with `titen projections rebuild {f.projection}`"
             for f in self.failures
-        ]
+        ] + self._blocked()
+
+    def _blocked(self) -> list[str]:
+        return [self.writes_blocked] if self.writes_blocked is not None else []
 
 
 class Readiness:
@@ -80,13 +86,20 @@ class Readiness:
         self._reading: Future[Report] | None = None
         self._lock = threading.Lock()
 
-    def check(self) -> Report:
+    def start(self) -> Future[Report]:
+        """The read under way, or a new one: `check` then answers from it."""
         with self._lock:
             if self._reading is None or self._reading.done():
                 self._reading = self._reader.submit(self._read)
-            reading = self._reading
+            return self._reading
+
+    def check(self, reading: Future[Report] | None = None, began: float | None = None) -> Report:
+        """The report of `reading` (from `start`; by default the read under way, or a new one)
+        within ANSWER_SECONDS of `began` (time.monotonic(); by default now)."""
+        reading = reading or self.start()
+        waited = 0.0 if began is None else time.monotonic() - began
         try:
-            return reading.result(timeout=ANSWER_SECONDS)
+            return reading.result(timeout=max(0.0, ANSWER_SECONDS - waited))
         except NoAnswer:
             log.warning("readiness: the database did not answer within %g s", ANSWER_SECONDS)
             return Report(database=f"unreachable (no answer within {ANSWER_SECONDS:g} s)")
@@ -98,6 +111,7 @@ class Readiness:
                 f"SELECT application_name, notification_id FROM {self.store.tracking_table}"
             )
             failures = self.projector.failures.current()
+            blocked = self.store.writes_blocked()
         except Exception as exc:
             log.warning("readiness: the database did not answer: %s", exc)
             return Report(database=f"unreachable ({type(exc).__name__})")
@@ -106,4 +120,4 @@ class Readiness:
         for name in self.projector.projections:
             position = tracked.get(name, 0)
             states[name] = ProjectionState(position, max(0, log_position - position))
-        return Report("ok", log_position, states, failures)
+        return Report("ok", log_position, states, failures, blocked)

@@ -48,6 +48,8 @@ class Workers:
         IDLE_POLL_SECONDS would make 32 a second in every idle server process)."""
         self.delivery = delivery
         self.wanted = wanted
+        self._wanted_last: bool | None = None
+        """What `wanted()` last answered (None: never yet)."""
         self.sink = sink
         self.signal = signal
         cap = per_organization(count)
@@ -75,7 +77,7 @@ class Workers:
         while not self.stopping.is_set():
             try:
                 seen = self.signal.version()
-                if not self.wanted():
+                if not self._look():
                     self.signal.wait_past(seen, QUIET_POLL_SECONDS)
                     continue
                 consumer = self.claim()
@@ -92,6 +94,19 @@ class Workers:
             except Exception as exc:
                 log_failure(log, f"{self.sink.kind} delivery failed; retrying", exc)
                 self.stopping.wait(1)
+
+    def _look(self) -> bool:
+        """`wanted()`; when it cannot be read (the database failing over), False and nothing
+        logged unless something was known to be wanted: a store with no webhook has nothing
+        to deliver, so its workers have nothing to say about an outage (others report it)."""
+        try:
+            self._wanted_last = self.wanted()
+        except Exception as exc:
+            if self._wanted_last:
+                raise
+            log.debug("%s delivery: nothing known to deliver; %s", self.sink.kind, exc)
+            return False
+        return self._wanted_last
 
     def _beat(self) -> None:
         while not self.stopping.wait(HEARTBEAT_SECONDS):

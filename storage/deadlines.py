@@ -7,8 +7,9 @@ per host, a query on a dead link waits for ever) and ten tries of every read and
 each wait gets its own bound: for a pooled connection POOL_WAIT_SECONDS (then 503), a connect
 CONNECT_SECONDS, each answer ANSWER_SECONDS (`DeadlineConnection`: a dead host or paused proxy
 may send nothing TCP notices; KEEPALIVE is the kernel's second line), the events table's lock
-LOCK_SECONDS, a transaction left idle the library's 5 s. Opening a store, which may rightly take
-long, runs `unbounded()`.
+LOCK_SECONDS, a transaction left idle the library's 5 s. Inside a request every wait also ends by
+the request's deadline (storage/request_budget.py). Opening a store, which may rightly take long,
+runs `unbounded()`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import psycopg
 from psycopg import errors
 
 from titen.storage import replication
+from titen.storage.request_budget import left
 
 POOL_WAIT_SECONDS = 4
 """How long a command waits for a pooled connection before it is told 503."""
@@ -73,12 +75,13 @@ class DeadlineConnection(psycopg.Connection[Any]):
     def wait(self, gen: Any, interval: float = 0.1, timeout: float | None = None) -> Any:
         if timeout is not None or getattr(_patient, "active", False):
             return super().wait(gen, interval=interval, timeout=timeout)
+        bound = max(left(ANSWER_SECONDS), 0.001)
         try:
-            return super().wait(gen, interval=interval, timeout=ANSWER_SECONDS)
+            return super().wait(gen, interval=interval, timeout=bound)
         except errors._WaitTimeout:
             self.pgconn.finish()
             raise psycopg.OperationalError(
-                f"the database did not answer within {ANSWER_SECONDS:g} s"
+                f"the database did not answer within {bound:.3g} s"
             ) from None
 
 
@@ -102,11 +105,22 @@ def tune(pool: Any, options: dict[str, Any]) -> None:
     that needs one try again at once, so a pool recovers within seconds of the database.
     """
     pool.connection_class = DeadlineConnection
+    pool.getconn = _bounded(pool.getconn)
     pool._configure = _noting_session(pool._configure)
     pool.kwargs.update(libpq_options())
     pool.kwargs.update(options)
     pool.max_idle = IDLE_SECONDS
     pool.reconnect_timeout = float(POOL_WAIT_SECONDS)
+
+
+def _bounded(getconn: Any) -> Any:
+    """psycopg_pool's getconn (which its `connection()` calls), its wait for a connection
+    ending at the request's deadline too."""
+
+    def bounded(timeout: float | None = None) -> Any:
+        return getconn(timeout=left(POOL_WAIT_SECONDS if timeout is None else timeout))
+
+    return bounded
 
 
 def _noting_session(configure: Any) -> Any:

@@ -33,7 +33,8 @@ from titen.storage.clock import ClockCheck
 from titen.storage.inline import DOMAIN_EVENTS, InlineRecording
 from titen.storage.numbered import numbered
 from titen.storage.outages import ClockDisagrees, NotCommitted, OutcomeUnknown, is_outage
-from titen.storage.settle import END_SESSION_MS, answer_lost, end_session
+from titen.storage.request_budget import committing, left
+from titen.storage.settle import END_SESSION_MS, again_while_lost, answer_lost, end_session
 
 log = logging.getLogger("titen.storage")
 LIBPQ_OPTIONS = "TITEN_LIBPQ_OPTIONS"
@@ -43,6 +44,9 @@ C = TypeVar("C", bound=type)
 RETURNING = "RETURNING notification_id, clock_timestamp() AS now"
 """What the events' insert answers: their positions and the database's clock, read under the
 table lock (storage/clock.py checks the events' instants against it)."""
+LOCK_MARGIN_SECONDS = 0.2
+"""How much sooner than the client's own wait the server gives up on the table's lock: its
+refusal (nothing sent to commit) then comes first."""
 VALUES_ROWS = 16
 """Saves of up to this many events send them as rows of VALUES, larger ones as four arrays
 (`InlinePostgresRecorder._insert_stored_events`): a statement per row count, each prepared
@@ -100,8 +104,8 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         self._sending = threading.local()  # the connection this thread's insert runs on
         # What the library's lock statements and NOTIFY do, in two statements, not three.
         self._before_insert = [
-            SQL("SELECT set_config('lock_timeout', {0}, true), pg_notify({1}, '')")
-            .format(Literal(f"{self.datastore.lock_timeout}s"), Literal(self.channel_name))
+            SQL("SELECT set_config('lock_timeout', $1, true), pg_notify({0}, '')")
+            .format(Literal(self.channel_name))
             .as_string(),
             cast(Composable, self.lock_table_statements[-1]).as_string(),
         ]
@@ -133,7 +137,7 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         self._sending.connection = None
         replication.forget()
         try:
-            with self.datastore.get_connection() as conn:
+            with committing(), self.datastore.get_connection() as conn:
                 self._sending.connection = conn  # before anything is sent: see `_settle`
                 positions = self._transact(conn, stored_events, kwargs)
         except _RollBack as rolled_back:
@@ -167,12 +171,19 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         VALUES_ROWS events (rare) sends four plain arrays. Both return the positions in the
         events' order, as the library's insert does.
         """
-        for statement in self._before_insert:
-            curs.execute(statement, prepare=True)
+        timeout, lock = self._before_insert
+        curs.execute(timeout, [self._lock_wait()], prepare=True)
+        curs.execute(lock, prepare=True)
         if len(stored_events) <= VALUES_ROWS:
             self._insert_as_rows(curs, stored_events)
         else:
             self._insert_as_arrays(curs, stored_events)
+
+    def _lock_wait(self) -> str:
+        """PostgreSQL's lock_timeout for this insert: the store's, or less, so that the server
+        gives up on the table's lock just before this request's commit must end."""
+        seconds = left(float(self.datastore.lock_timeout)) - LOCK_MARGIN_SECONDS
+        return f"{max(1, int(seconds * 1000))}ms"
 
     def _insert_as_rows(self, curs: Any, stored_events: Sequence[StoredEvent]) -> None:
         count = len(stored_events)
@@ -242,27 +253,8 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
     ) -> Sequence[int]:
         """Whether the events of a commit whose answer was lost are in the store: their log
         positions if so, else NotCommitted (or IntegrityError when another command's events
-        hold those versions); OutcomeUnknown if the store cannot tell now."""
-        try:
-            with self.datastore.get_connection() as conn:
-                ended = end_session(conn, getattr(lost, "session", None))
-                rows = conn.execute(
-                    self._find_events,
-                    [
-                        [e.originator_id for e in stored_events],
-                        [e.originator_version for e in stored_events],
-                    ],
-                ).fetchall()
-                if ended and rows and _ours(rows, stored_events):
-                    # On this connection, known to answer: a pooled one may be a dead one.
-                    replication.asked(conn, f"a commit whose answer was lost ({failed}) landed")
-        except OutcomeUnknown:
-            raise
-        except (OperationalError, InterfaceError) as again:
-            raise OutcomeUnknown(
-                f"the commit's answer was lost ({failed}) and the store did not answer whether "
-                f"it landed ({again})"
-            ) from failed
+        hold those versions); OutcomeUnknown if the store cannot tell in time."""
+        ended, rows = again_while_lost(lambda: self._find(lost, stored_events, failed), failed)
         if not ended:
             raise OutcomeUnknown(
                 f"the commit's answer was lost ({failed}) and its session did not end within "
@@ -274,6 +266,25 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
             raise IntegrityError("another command saved these versions first")
         log.warning("a commit whose answer was lost had landed (%s): answered as done", failed)
         return [row["notification_id"] for row in rows]
+
+    def _find(
+        self, lost: Any, stored_events: Sequence[StoredEvent], failed: Exception
+    ) -> tuple[bool, list[Any]]:
+        """Whether the lost commit's session has ended, and the rows found at its events'
+        versions, checked on the standbys when they are its own."""
+        with self.datastore.get_connection() as conn:
+            ended = end_session(conn, getattr(lost, "session", None))
+            rows = conn.execute(
+                self._find_events,
+                [
+                    [e.originator_id for e in stored_events],
+                    [e.originator_version for e in stored_events],
+                ],
+            ).fetchall()
+            if ended and rows and _ours(rows, stored_events):
+                # On this connection, known to answer: a pooled one may be a dead one.
+                replication.asked(conn, f"a commit whose answer was lost ({failed}) landed")
+        return ended, rows
 
     def _check(self, database: Any, kwargs: dict[str, Any]) -> None:
         """Hand the database's clock and the instants the save's events carry (each stamped

@@ -21,9 +21,13 @@ import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError
 
 from titen.storage.outages import OutcomeUnknown
+from titen.storage.request_budget import left
 
 CONFIRM_SECONDS = 2.0
-"""How long a flagged commit may wait for the standbys' flush to pass it before it is unknown."""
+"""How long a flagged commit may wait for the standbys' flush to pass it before it is unknown
+(less when the request's deadline comes first)."""
+PAUSE_SECONDS = 0.05
+"""Between two looks at the standbys' positions."""
 WARNED = "the commit drew a WARNING (its standby's wait cancelled?)"
 """Why a commit whose answer arrived is in doubt."""
 _flagged = threading.local()
@@ -37,6 +41,27 @@ class NotReplicated(OutcomeUnknown):
         "outcome is unknown (a failover may lose it); retry with the same Idempotency-Key to "
         "learn its outcome."
     )
+
+
+BLOCKED = (
+    "SELECT current_setting('synchronous_standby_names') <> '' AS wanted,"
+    " (SELECT count(*) FROM pg_stat_replication"
+    "  WHERE sync_state IN ('sync', 'quorum') OR sync_state IS NULL) AS standbys"
+)
+"""Whether commits wait for a synchronous standby, and how many could confirm them (a
+standby's state reads NULL without `pg_monitor`: counted, as it may be one)."""
+
+
+def blocked(conn: Any) -> str | None:
+    """Why no commit can be confirmed now (commits wait for a synchronous standby and none is
+    connected: strict synchronous mode with its standby down), or None."""
+    row = conn.execute(BLOCKED).fetchone()
+    if row["wanted"] and not row["standbys"]:
+        return (
+            "writes are blocked: every commit waits for a synchronous standby"
+            " (synchronous_standby_names) and none is connected"
+        )
+    return None
 
 
 def note(diagnostic: Any) -> None:
@@ -69,9 +94,14 @@ def confirm_on(datastore: Any, why: str) -> None:
         raise _unanswered(why, again) from None
 
 
+class Unanswered(OutcomeUnknown):
+    """The store stopped answering while a commit's replication was being checked: asking
+    again, on another connection, may learn it."""
+
+
 def _unanswered(why: str, failed: Exception) -> OutcomeUnknown:
     said = "the store stopped answering before it said whether it is replicated"
-    return OutcomeUnknown(f"{why}, and {said} ({failed})")
+    return Unanswered(f"{why}, and {said} ({failed})")
 
 
 def asked(conn: Any, why: str) -> None:
@@ -97,7 +127,7 @@ def confirm(conn: Any, why: str) -> None:
     if not wanted["wanted"]:
         return
     target = wanted["lsn"]
-    deadline = time.monotonic() + CONFIRM_SECONDS
+    deadline = time.monotonic() + left(CONFIRM_SECONDS) - PAUSE_SECONDS
     while True:
         row = conn.execute(
             "SELECT count(*) AS standbys,"
@@ -108,9 +138,9 @@ def confirm(conn: Any, why: str) -> None:
         standbys, flushed = row["standbys"], row["flushed"]
         if standbys and flushed == standbys:
             return
-        if time.monotonic() > deadline:
+        if time.monotonic() + PAUSE_SECONDS > deadline:
             raise NotReplicated(
                 f"{why}, and no synchronous standby is known to hold it "
                 f"({flushed} of {standbys} flushed past {target})"
             )
-        time.sleep(0.05)
+        time.sleep(PAUSE_SECONDS)

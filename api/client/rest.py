@@ -55,6 +55,10 @@ BACKOFF_SECONDS = 0.25
 MAX_BACKOFF_SECONDS = 2.0
 IDEMPOTENCY_KEY = "Idempotency-Key"
 KEY_IN_USE = "IDEMPOTENCY_KEY_IN_USE"
+OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+REPEATED = (KEY_IN_USE, OUTCOME_UNKNOWN)
+"""The refusals a keyed POST repeats with its key: its earlier attempt is still running, or
+the service could not tell whether it was saved (the repeat learns it)."""
 
 
 class HeldLease:
@@ -320,7 +324,8 @@ class TitenClient:
         for the call and the same on each attempt, so the service runs it once and answers a
         repeat from the first answer; any call that never reached the service. A DELETE whose
         answer was lost is not repeated (a second release finds nothing). A POST whose key is
-        still in use by its own earlier attempt (409 IDEMPOTENCY_KEY_IN_USE) waits and repeats.
+        still in use by its own earlier attempt (409 IDEMPOTENCY_KEY_IN_USE), or whose outcome
+        the service could not learn (503 OUTCOME_UNKNOWN), waits and repeats with its key.
         """
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         if method == "POST":
@@ -333,7 +338,7 @@ class TitenClient:
                 if attempt == self.retries or (failure.sent and method not in ("GET", "POST")):
                     raise
             except TitenError as refused:
-                if attempt == self.retries or refused.code != KEY_IN_USE:
+                if attempt == self.retries or method != "POST" or refused.code not in REPEATED:
                     raise
             time.sleep(min(BACKOFF_SECONDS * 2**attempt, MAX_BACKOFF_SECONDS))
             attempt += 1

@@ -11,6 +11,7 @@ from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
 from titen.api.rest.cors import cors
+from titen.api.rest.deadline import RequestDeadline
 from titen.api.rest.events import Events, EventStream
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
@@ -74,6 +75,7 @@ def create_app(
     settings: ServerSettings = DEFAULTS,
 ) -> falcon.App:
     middleware: list[Any] = [  # each has some of falcon's hooks, no one protocol fits all
+        RequestDeadline(),
         RequestLog(),
         StoreCursors(services.cursors),
     ]

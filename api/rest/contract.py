@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from titen.api.rest.errors import CODES
+from titen.api.rest.errors import CODES, OUTCOME_UNKNOWN
 
 # Codes some routes answer beyond the one-per-status table in errors.CODES.
 IDEMPOTENCY_KEY_IN_USE = "IDEMPOTENCY_KEY_IN_USE"
@@ -23,6 +23,7 @@ STATUS_OF = {
     IDEMPOTENCY_KEY_IN_USE: 409,
     IDEMPOTENCY_KEY_REUSED: 422,
     TOO_MANY_SUBSCRIBERS: 429,
+    OUTCOME_UNKNOWN: 503,
 }
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
@@ -70,7 +71,8 @@ class Operation:
     media: str = JSON
     links: dict[str, Link] = field(default_factory=dict)
     idempotent: bool = False
-    """Takes an Idempotency-Key header (titen.api.rest.idempotency)."""
+    """Takes an Idempotency-Key header (titen.api.rest.idempotency); like every write, it may
+    then answer OUTCOME_UNKNOWN."""
     error_schema: str = "Error"
     """The component schema of its error answers: the envelope, or the MCP endpoint's JSON-RPC
     error (which `components` then defines)."""
@@ -90,7 +92,7 @@ class Operation:
         if self.query:
             codes.add(CODES[400])
         if self.idempotent:
-            codes |= {CODES[400], IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED}
+            codes |= {CODES[400], IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED, OUTCOME_UNKNOWN}
         return sorted(codes, key=lambda code: (STATUS_OF[code], code))
 
 

@@ -52,6 +52,9 @@ DEFAULT_MESSAGES = {
     503: "The service is unavailable; retry.",
 }
 OUTAGE = "The database is unavailable; retry shortly."
+OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+"""The 503 whose change may have been saved: unlike UNAVAILABLE (nothing changed), a retry
+with the same Idempotency-Key learns the outcome."""
 RETRY_AFTER_SECONDS = 2
 """Sent with every 503 and 429: when a client may try again (an outage, contention, a full
 server, a quota of subscriptions in use)."""
@@ -119,6 +122,8 @@ def refusal_of(exc: Exception) -> Refusal | None:
         return Refusal(400, str(exc))
     if isinstance(exc, Contention):
         return Refusal(503, str(exc))
+    if isinstance(exc, OutcomeUnknown):
+        return Refusal(503, exc.answer, OUTCOME_UNKNOWN)
     if is_outage(exc):
         return Refusal(503, OUTAGE)
     return None
@@ -147,7 +152,7 @@ def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
         extra={"fields": {"request_id": request_id(req)}},
     )
     if isinstance(exc, OutcomeUnknown):
-        raise error(503, exc.answer)
+        raise error(503, exc.answer, code=OUTCOME_UNKNOWN)
     if isinstance(exc, ClockDisagrees):
         raise error(
             503, "This node could not agree with the database's clock; nothing was saved; retry."

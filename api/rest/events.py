@@ -54,6 +54,7 @@ from titen.domain.published import (
     HANDOFF_REJECTED,
     LEASE_ACQUIRED,
 )
+from titen.service import request_budget
 from titen.service.keys import Principal
 from titen.service.read_models import Published, RecentEvents
 
@@ -171,6 +172,7 @@ class Events:
                     deadline = time.monotonic() + wait
                     while not events and (remaining := deadline - time.monotonic()) > 0:
                         seen = recent.version(organization)
+                        request_budget.start()  # a fresh deadline: the wait was not on the database
                         events = recent.read(organization, after, types, limit)
                         if not events:
                             recent.wait_past(

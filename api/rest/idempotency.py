@@ -29,6 +29,7 @@ from titen.api.rest.contract import IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUS
 from titen.api.rest.errors import error
 from titen.api.validation import Checker
 from titen.domain.errors import DomainError
+from titen.service import request_budget
 from titen.service.answers import (
     AlreadyAnswered,
     Answer,
@@ -148,7 +149,7 @@ class Idempotency:
                     return mine
             if running.fingerprint != print_:
                 raise _reused()
-            if not running.done.wait(WAIT_SECONDS):
+            if not running.done.wait(request_budget.left(WAIT_SECONDS)):
                 raise _in_use()
 
 

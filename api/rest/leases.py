@@ -25,6 +25,7 @@ from titen.api.rest.contract import (
     obj,
     operations,
 )
+from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
 from titen.api.validation import validator
 from titen.domain.clock import iso
@@ -101,7 +102,7 @@ class Lease:
             "releaseLease",
             "Release the lease (its holder, or an operator of the organization).",
             answer=answers(obj({"lease_id": STRING, "released_at": INSTANT})),
-            errors=("NOT_FOUND", "UNAVAILABLE"),
+            errors=("NOT_FOUND", "UNAVAILABLE", OUTCOME_UNKNOWN),
         ),
     )
 

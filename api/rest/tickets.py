@@ -11,6 +11,7 @@ import falcon
 
 from titen.api.rest.auth import key_of
 from titen.api.rest.contract import INSTANT, STRING, Operation, answers, obj, operations
+from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.domain.clock import iso
 from titen.service.tickets import Tickets
 
@@ -25,6 +26,7 @@ class EventTickets:
             "GET /v1/events/stream, for 10 minutes, until its key is revoked.",
             answer=answers(TICKET_ANSWER),
             status=201,
+            errors=(OUTCOME_UNKNOWN,),
             description="A ticket is read-only and accepted nowhere else; it acts as the key "
             "that asked for it (its principal and organization), and revoking that key ends "
             "it and the streams opened with it (docs/event-log.md).",

@@ -30,6 +30,7 @@ from titen.api.rest.contract import (
     obj,
     operations,
 )
+from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
 from titen.api.rest.paging import (
     PAGE_QUERY,
@@ -140,7 +141,7 @@ class WebhookItem:
             "deleteWebhook",
             "Unsubscribe: nothing more is delivered.",
             answer=answers(obj({"webhook_id": STRING, "deleted_at": INSTANT})),
-            errors=("NOT_FOUND",),
+            errors=("NOT_FOUND", OUTCOME_UNKNOWN),
         ),
     )
 

@@ -8,6 +8,7 @@ import itertools
 import json
 import threading
 import time
+from collections import Counter
 from datetime import datetime
 from urllib.parse import parse_qsl, urlencode
 
@@ -58,6 +59,8 @@ class Load:
         self.urls, self.keys, self.principals = urls, keys, principals
         self.resources = [f"r{i}" for i in range(resources)]
         self.acks = Acks()
+        self.statuses: Counter[int] = Counter()
+        """Every answer's status (a 500 is a defect whatever else happened)."""
         self.failures: list[str] = []
         self._stop = threading.Event()
         self._threads = [
@@ -96,6 +99,7 @@ class Load:
 
     def _round(self, url: str, key: str, resource: str, peer: str, step: int) -> None:
         status, _, body = answer(url, "POST", "/v1/leases", key, lease(resource))
+        self.statuses[status] += 1
         if status != 201:
             time.sleep(0.02)
             return
@@ -105,9 +109,11 @@ class Load:
             status, _, body = answer(
                 url, "POST", "/v1/handoffs", key, {"to_principal": peer, "subject_id": resource}
             )
+            self.statuses[status] += 1
             if status == 201:
                 self.acks.add(Ack("handoff", body["data"]["handoff_id"]))  # type: ignore[index]
         status, _, _ = answer(url, "DELETE", f"/v1/leases/{lease_id}", key)
+        self.statuses[status] += 1
         if status == 200:
             self.acks.add(Ack("release", lease_id))
 

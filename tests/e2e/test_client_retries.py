@@ -47,8 +47,13 @@ class DroppingProxy:
             answer = _read_all(server)
             if request.startswith(self.prefix) and self.drops > 0:
                 self.drops -= 1
-                return  # the server did the work; the client never hears of it
+                # The server did the work; the client hears nothing of it, or `instead`.
+                client.sendall(self.instead)
+                return
             client.sendall(answer)
+
+    instead = b""
+    """What a dropped exchange answers instead of the server's answer (nothing, by default)."""
 
     def close(self) -> None:
         self._listener.close()
@@ -109,6 +114,29 @@ def test_a_lost_handoff_answer_is_retried_without_a_second_handoff(server):
     assert [h["handoff_id"] for h in inbox] == [created.handoff_id, again.handoff_id]
     sent = keys_sent(proxy)
     assert len(sent) == 3 and sent[0] == sent[1] != sent[2]
+
+
+UNKNOWN = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Retry-After: 2\r\nConnection: close\r\nContent-Length: 61\r\n\r\n"
+    b'{"error": {"code": "OUTCOME_UNKNOWN", "message": "unknown."}}'
+)
+
+
+def test_an_outcome_unknown_is_retried_with_its_key_and_learns_the_first_answer(server):
+    alice = create_key(server.database, "acme", "agent_alice")
+    proxy = DroppingProxy(server.port, b"POST /v1/leases")
+    proxy.instead = UNKNOWN
+    try:
+        with TitenClient(proxy.url, alice) as client:
+            lease = client.acquire_lease("deploy", "svc", purpose="p", ttl_seconds=60)
+            assert client.get_lease(lease.lease_id).fencing_token == lease.fencing_token == 1
+    finally:
+        proxy.close()
+    sent = keys_sent(proxy)
+    assert len(sent) == 2 and sent[0] == sent[1]
+    events = Http(server.url, alice).request("GET", "/v1/events?types=lease.acquired")[1]
+    assert len(events["data"]["events"]) == 1
 
 
 def test_retries_are_bounded(server):

@@ -32,7 +32,7 @@ from tests.support import Http, Server, child_pids, create_key, eventually, tite
 SOAK_SECONDS = 20.0
 CLIENTS = 6
 LEASE = {"purpose": "p", "ttl_seconds": 600, "resource_type": "deploy"}
-UNKNOWN = "could not tell"
+UNKNOWN = "OUTCOME_UNKNOWN"
 RETRY_SECONDS = 30.0
 """How long a keyed request answered 503 is retried once the faults have stopped."""
 
@@ -51,15 +51,17 @@ class Call:
     @property
     def unknown(self) -> bool:
         """A 503 that said the outcome could not be told."""
-        return self.status == 503 and UNKNOWN in json.dumps(self.answer)
+        return self.status == 503 and self.answer.get("error", {}).get("code") == UNKNOWN
 
 
 class Killer:
     """Ends every PostgreSQL session of the server's workers, at random moments."""
 
-    def __init__(self, database: str, server: Server):
+    def __init__(self, database: str, server: Server, pause: tuple[float, float] = (0.1, 0.5)):
+        """`pause`: the range of seconds between two rounds of kills."""
         self.conninfo = database.split("?", 1)[0]
         self.server = server
+        self.pause = pause
         self.kills = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -81,7 +83,7 @@ class Killer:
     def _run(self) -> None:
         chance = random.Random()
         with psycopg.connect(self.conninfo, autocommit=True) as conn:
-            while not self.stop.wait(chance.uniform(0.1, 0.5)):
+            while not self.stop.wait(chance.uniform(*self.pause)):
                 names = [f"titen {pid}" for pid in child_pids(self.server.process.pid)]
                 ended = conn.execute(
                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM"

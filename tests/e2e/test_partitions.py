@@ -7,6 +7,8 @@ answer in time and the client's own timeout would fail the test.
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 
 from tests.support import Http, Server, create_key, eventually
@@ -79,4 +81,32 @@ def test_a_locked_event_table_answers_503_while_the_lock_is_still_held(postgres_
         assert acquired(http, "locked") == []
         assert http.request("POST", "/v1/leases", {**LEASE, "resource_id": "locked"})[0] == 201
     finally:
+        server.stop()
+
+
+READY_SECONDS = 2.0
+"""docs/operations.md: /readyz answers within this always, with a key or without."""
+
+
+def test_readiness_with_an_operator_key_answers_within_its_bound_while_the_database_is_gone(
+    postgres_database,
+    proxied,
+):
+    """The key's lookup (a key this node has not seen, so it asks the database) waits on the
+    same black hole as the readiness read: both together stay within the bound."""
+    proxy, through_proxy = proxied
+    agent = create_key(postgres_database, "acme", "agent_alice")
+    operator = create_key(postgres_database, "acme", "ops", "operator")
+    server = Server(through_proxy, 8)
+    try:
+        assert Http(server.url, agent).request("GET", "/readyz")[0] == 200
+        proxy.black_hole()
+        for key in (operator, None):
+            began = time.monotonic()
+            status, report = Http(server.url, key).request("GET", "/readyz")
+            took = time.monotonic() - began
+            assert status == 503 and report["data"]["status"] == "unavailable", report
+            assert took < READY_SECONDS, (key is not None, took)
+    finally:
+        proxy.restore()
         server.stop()

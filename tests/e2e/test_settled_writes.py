@@ -234,7 +234,8 @@ def test_an_outcome_that_cannot_be_learnt_is_answered_so_and_its_key_returns_it(
     proxy.cut_at_commit(deliver=True, after=after, then_cut=True)
     status, answer = alice.request("POST", path, body, headers=once("u1"))
     assert proxy.commits_cut == 1
-    assert unavailable(status, answer) and "could not tell" in answer["error"]["message"], answer
+    assert status == 503 and answer["error"]["code"] == "OUTCOME_UNKNOWN", answer
+    assert "could not tell" in answer["error"]["message"], answer
     proxy.restore()
     replies: list[tuple[int, dict | None]] = []
     eventually(
