@@ -1,15 +1,12 @@
 """How long titen waits on PostgreSQL, and how many connections it keeps: the pool's tuning.
 
-A request must never wait on a database that does not answer for more than about 10 s
-(docs/operations.md), and a server process holds no more connections than `--pool-size`. The
-library's pool opens every connection at start, with libpq's defaults (a connect may wait 130 s
-per host, a query on a dead link waits for ever) and ten tries of every read and insert, so here
-each wait gets its own bound: for a pooled connection POOL_WAIT_SECONDS (then 503), a connect
-CONNECT_SECONDS, each answer ANSWER_SECONDS (`DeadlineConnection`: a dead host or paused proxy
-may send nothing TCP notices; KEEPALIVE is the kernel's second line), the events table's lock
-LOCK_SECONDS, a transaction left idle the library's 5 s. Inside a request every wait also ends by
-the request's deadline (storage/request_budget.py). Opening a store, which may rightly take long,
-runs `unbounded()`.
+A request never waits more than about 10 s on a database that does not answer, and a process
+holds no more connections than `--pool-size`. The library's pool uses libpq's defaults (a connect
+may wait 130 s per host, a query on a dead link for ever) and tries every read ten times, so each
+wait gets its own bound here: a pooled connection POOL_WAIT_SECONDS (then 503), a connect
+CONNECT_SECONDS, each answer ANSWER_SECONDS (`DeadlineConnection`; KEEPALIVE is the kernel's
+second line), the events table's lock LOCK_SECONDS. Inside a request every wait also ends by
+its deadline (storage/request_budget.py); opening a store runs `unbounded()`.
 """
 
 from __future__ import annotations
