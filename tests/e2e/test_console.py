@@ -23,15 +23,18 @@ from tests.e2e.console_driver import (
     requested,
     wait,
 )
-from tests.support import Http, Server, chromium_path, create_key, free_port
+from tests.receiver import Receiver
+from tests.support import Http, Server, chromium_path, create_key, eventually, free_port
 
 pytestmark = pytest.mark.slow
 LIVE_WITHIN = 3  # seconds, as the issue asks of a lease acquired over REST
 
 
-def acquire(http: Http, key: str, resource_id: str, purpose: str = "smoke test") -> str:
+def acquire(
+    http: Http, key: str, resource_id: str, purpose: str = "smoke test", ttl: int = 600
+) -> str:
     body = {"resource_type": "deploy", "resource_id": resource_id, "purpose": purpose}
-    status, answer = http.request("POST", "/v1/leases", {**body, "ttl_seconds": 600}, key=key)
+    status, answer = http.request("POST", "/v1/leases", {**body, "ttl_seconds": ttl}, key=key)
     assert status == 201, answer
     return answer["data"]["lease_id"]
 
@@ -167,7 +170,7 @@ def test_an_agent_sees_only_its_own_leases_and_its_inbox(served):
     server, keys = served
     http = Http(server.url)
     acquire(http, keys["alice"], "alices")
-    acquire(http, keys["bob"], "bobs")
+    short = acquire(http, keys["bob"], "bobs", ttl=10)  # the shortest TTL there is
     hand = {"to_principal": "agent_alice", "subject_id": "for-alice"}
     assert http.request("POST", "/v1/handoffs", hand, key=keys["bob"])[0] == 201
     with chrome() as driver:
@@ -181,6 +184,9 @@ def test_an_agent_sees_only_its_own_leases_and_its_inbox(served):
         assert {r["holder"] for r in lease_rows(driver)} == {"agent_bob"}
         handoffs = region(driver, "Handoffs").text
         assert "Your inbox" in handoffs and "No pending handoffs." in handoffs
+        expired = f"section[aria-label='Leases'] tr.expired[data-lease-id='{short}'] .expiry"
+        wait(driver, "the short lease marked expired", lambda: texts(driver, expired), 15)
+        assert texts(driver, expired) == ["expired"]
         assert errors_logged(driver) == []
 
 
@@ -233,3 +239,41 @@ def test_a_dropped_stream_reconnects_by_itself_and_says_so(database):
             wait(driver, "its event", lambda: any("after-the-drop" in t for t in tail(driver)))
     finally:
         server.stop()
+
+
+def test_webhooks_show_each_subscription_with_its_last_deliveries_and_failures(database):
+    chromedriver_path()
+    answers = iter([500])
+    receiver = Receiver(lambda _request: next(answers, 200))
+    fast = ("--allow-private-webhooks", "--webhook-retry-seconds", "0.2,0.2,0.2")
+    server = Server(database, 8, *fast)
+    ops = create_key(database, "acme", "ops", "operator")
+    alice = create_key(database, "acme", "agent_alice")
+    http = Http(server.url)
+    try:
+        body = {"url": receiver.url, "types": ["lease.acquired"]}
+        status, created = http.request("POST", "/v1/webhooks", body, key=ops)
+        assert status == 201, created
+        deliveries = f"/v1/webhooks/{created['data']['webhook_id']}/deliveries"
+        acquire(http, alice, "hooked")
+        receiver.wait_for(2)  # refused once, then delivered
+        eventually(
+            lambda: len(http.request("GET", deliveries, key=ops)[1]["data"]["deliveries"]) == 2,
+            "both attempts recorded",
+        )
+        with chrome() as driver:
+            open_console(driver, server.url, ops)
+            shown = f"section[aria-label='Webhooks'] section[aria-label='Webhook {receiver.url}']"
+            wait(driver, "the subscription", lambda: texts(driver, f"{shown} li"))
+            assert texts(driver, f"{shown} h3") == [f"{receiver.url} (active)"]
+            newest, oldest = driver.execute_script(
+                "return [...document.querySelectorAll(arguments[0])]"
+                ".map((li) => [li.textContent, li.className])",
+                f"{shown} li",
+            )
+            assert " attempt 2: HTTP 200 " in newest[0] and newest[1] == ""
+            assert " attempt 1: HTTP 500 " in oldest[0] and oldest[1] == "failed"
+            assert errors_logged(driver) == []
+    finally:
+        server.stop()
+        receiver.close()
