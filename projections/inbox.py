@@ -109,11 +109,7 @@ class Inbox(Projection):
         whose position is after `after`, oldest first."""
         if to_principal is not None:
             return self.pending(organization, to_principal, after=after, limit=limit)
-        rows = self.store.query(
-            f"SELECT {', '.join(STORED)}, position FROM {{handoff_inbox}}"
-            " WHERE organization = %s AND position > %s ORDER BY position LIMIT %s",
-            [organization, after, limit],
-        )
+        rows = self.store.query(organization_query(), [organization, after, limit])
         return [_pending(row) for row in rows]
 
     def rows(self) -> list[dict[str, Any]]:
@@ -128,6 +124,14 @@ def pending_query(by_subject: bool) -> str:
         f"SELECT {', '.join(STORED)}, position FROM {{handoff_inbox}}"
         f" WHERE organization = %s AND to_principal = %s AND position > %s{subject}"
         " ORDER BY position LIMIT %s"
+    )
+
+
+def organization_query() -> str:
+    """One page of an organization's pending handoffs: a range scan of its index, in order."""
+    return (
+        f"SELECT {', '.join(STORED)}, position FROM {{handoff_inbox}}"
+        " WHERE organization = %s AND position > %s ORDER BY position LIMIT %s"
     )
 
 

@@ -92,22 +92,26 @@ class LeaseListing(Projection):
     ) -> list[ListedLease]:
         """Up to `limit` held leases, newest first, acquired before log position `before`
         (None: from the newest); `holder` and `resource_type` narrow it."""
-        where = ["organization = %s"]
-        params: list[Any] = [organization]
-        for column, value in (("holder", holder), ("resource_type", resource_type)):
-            if value is not None:
-                where.append(f"{column} = %s")
-                params.append(value)
+        narrowed = {"holder": holder, "resource_type": resource_type}
+        chosen = [column for column, value in narrowed.items() if value is not None]
+        params: list[Any] = [organization, *(narrowed[column] for column in chosen)]
         if before is not None:
-            where.append("position < %s")
             params.append(before)
-        rows = self.store.query(
-            f"SELECT {', '.join(COLUMNS)}, position FROM {{lease_listing}}"
-            f" WHERE {' AND '.join(where)} ORDER BY position DESC LIMIT %s",
-            [*params, limit],
-        )
+        rows = self.store.query(page_query(chosen, resumed=before is not None), [*params, limit])
         return [ListedLease({c: row[c] for c in COLUMNS}, row["position"]) for row in rows]
 
     def rows(self) -> list[dict[str, Any]]:
         """Every row in a stable order, for comparing a rebuild with the live table."""
         return self.store.query("SELECT * FROM {lease_listing} ORDER BY position")
+
+
+def page_query(filters: list[str], *, resumed: bool) -> str:
+    """One page of an organization's held leases, newest first: a range scan of one index,
+    already in order (`filters`: the columns compared, of holder and resource_type)."""
+    where = ["organization = %s", *(f"{column} = %s" for column in filters)]
+    if resumed:
+        where.append("position < %s")
+    return (
+        f"SELECT {', '.join(COLUMNS)}, position FROM {{lease_listing}}"
+        f" WHERE {' AND '.join(where)} ORDER BY position DESC LIMIT %s"
+    )
