@@ -4,8 +4,8 @@ The unreleased-lease index answers "which resource is this lease_id" and holds n
 fencing token nor where the lease stands in the log. This listing keeps both, so GET /v1/leases
 pages by the log position of each lease's Acquired (newest first; a page that resumes before a
 position neither skips nor repeats a row while others are added) with one index range scan per
-page, whichever filter is given. Rows leave when a term ends, as in the index. A projection of its
-own, so a store written before it gets every row by the start-up catch-up, with no table to alter.
+page: the organization's, or a holder's (what an agent lists). Rows leave when a term ends. A
+projection of its own, so a store written before it gets every row by the start-up catch-up.
 """
 
 from __future__ import annotations
@@ -57,8 +57,6 @@ class LeaseListing(Projection):
             " (organization, position)",
             "CREATE INDEX IF NOT EXISTS lease_listing_holder ON {lease_listing}"
             " (organization, holder, position)",
-            "CREATE INDEX IF NOT EXISTS lease_listing_type ON {lease_listing}"
-            " (organization, resource_type, position)",
         ]
 
     def apply(self, writer: Writer, event: Any, position: int) -> None:
