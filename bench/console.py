@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -48,6 +49,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10)
     args = parser.parse_args()
     logging.disable(logging.INFO)
+    print(f"load average {' '.join(f'{n:.2f}' for n in os.getloadavg())} at the start")
     with tempfile.TemporaryDirectory() as tmp:
         database = f"sqlite:///{Path(tmp) / 'bench.db'}"
         key, agent = fill(database, args.leases)
@@ -57,6 +59,7 @@ def main() -> int:
                 measure(driver, server, key, agent, args)
         finally:
             server.stop()
+    print(f"load average {' '.join(f'{n:.2f}' for n in os.getloadavg())} at the end")
     return 0
 
 
