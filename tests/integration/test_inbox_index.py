@@ -14,8 +14,9 @@ from titen.service.bootstrap import Services
 PARAMS = {False: ["acme", "agent_reviewer", 0, 51], True: ["acme", "agent_reviewer", 0, "s", 51]}
 INDEXES = {False: "handoff_inbox_recipient", True: "handoff_inbox_subject"}
 FILL = (
-    "INSERT INTO {handoff_inbox} SELECT 'h' || n, CASE WHEN mod(n, 3) = 0 THEN 'other' ELSE 'acme' END,"
-    " 'agent_sender', CASE WHEN mod(n, 2) = 1 THEN 'agent_reviewer' ELSE 'agent_' || mod(n, 30) END,"
+    "INSERT INTO {handoff_inbox} SELECT 'h' || n,"
+    " CASE WHEN mod(n, 3) = 0 THEN 'other' ELSE 'acme' END, 'agent_sender',"
+    " CASE WHEN mod(n, 2) = 1 THEN 'agent_reviewer' ELSE 'agent_' || mod(n, 30) END,"
     " CASE WHEN mod(n, 4) = 1 THEN 's' ELSE 's' || mod(n, 7) END, NULL, NULL, NULL,"
     " '2026-07-30T10:48:13.829Z', n FROM generate_series(1, 3000) AS n"
 )
