@@ -21,6 +21,10 @@ class NotFound(DomainError):
     """Unknown, already ended, or not visible to the caller: indistinguishable on purpose."""
 
 
+class Forbidden(DomainError):
+    """The caller's role may not do this (the message says which roles may)."""
+
+
 class NotTarget(DomainError):
     """Only a handoff's target principal may resolve it."""
 

@@ -4,10 +4,11 @@ A row is inserted when a handoff is created and deleted when it is resolved, so 
 holds pending handoffs only. Rows are ordered by the log position of their Created event:
 positions only grow as handoffs arrive, so a page that resumes after a position neither skips
 nor repeats a row while others are added, and a rebuild from the log gives the same positions.
-Reads use the (organization, to_principal, position) index: their cost follows the caller's
-pending handoffs, not how many handoffs the organization has ever had. On PostgreSQL a deleted
-row's index entry stays until VACUUM, and a read walks past it, so the table is vacuumed after a
-fixed number of deletions rather than a fraction of its size (when autovacuum is on).
+Reads use the (organization, to_principal, position) index, and the organization's listing
+the (organization, position) one: their cost follows the pending handoffs read, not how many
+handoffs the organization has ever had. On PostgreSQL a deleted row's index entry stays until
+VACUUM, and a read walks past it, so the table is vacuumed after a fixed number of deletions
+rather than a fraction of its size (when autovacuum is on).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class Inbox(Projection):
             " (organization, to_principal, position)",
             "CREATE INDEX IF NOT EXISTS handoff_inbox_subject ON {handoff_inbox}"
             " (organization, to_principal, subject_id, position)",
+            "CREATE INDEX IF NOT EXISTS handoff_inbox_organization ON {handoff_inbox}"
+            " (organization, position)",
         ]
         if not isinstance(self.store, SQLiteViewStore):  # autovacuum is PostgreSQL's
             statements.append(
@@ -99,6 +102,16 @@ class Inbox(Projection):
         rows = self.store.query(pending_query(subject_id is not None), [*params, limit])
         return [_pending(row) for row in rows]
 
+    def organization_pending(
+        self, organization: str, *, after: int, limit: int, to_principal: str | None = None
+    ) -> list[PendingHandoff]:
+        """Up to `limit` pending handoffs of the whole organization (or to one recipient)
+        whose position is after `after`, oldest first."""
+        if to_principal is not None:
+            return self.pending(organization, to_principal, after=after, limit=limit)
+        rows = self.store.query(organization_query(), [organization, after, limit])
+        return [_pending(row) for row in rows]
+
     def rows(self) -> list[dict[str, Any]]:
         """Every row in a stable order, for comparing a rebuild with the live table."""
         return self.store.query("SELECT * FROM {handoff_inbox} ORDER BY position")
@@ -111,6 +124,14 @@ def pending_query(by_subject: bool) -> str:
         f"SELECT {', '.join(STORED)}, position FROM {{handoff_inbox}}"
         f" WHERE organization = %s AND to_principal = %s AND position > %s{subject}"
         " ORDER BY position LIMIT %s"
+    )
+
+
+def organization_query() -> str:
+    """One page of an organization's pending handoffs: a range scan of its index, in order."""
+    return (
+        f"SELECT {', '.join(STORED)}, position FROM {{handoff_inbox}}"
+        " WHERE organization = %s AND position > %s ORDER BY position LIMIT %s"
     )
 
 

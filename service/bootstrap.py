@@ -15,6 +15,7 @@ from titen.projections.handoff_directory import HandoffDirectory
 from titen.projections.inbox import Inbox
 from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
+from titen.projections.lease_listing import LeaseListing
 from titen.projections.lease_terms import LeaseTerms
 from titen.projections.projector import Projector
 from titen.projections.recent_events import RecentEvents
@@ -55,6 +56,7 @@ class Services:
     mcp_sessions: SessionIds
     lease_directory: LeaseDirectory
     lease_terms: LeaseTerms
+    lease_listing: LeaseListing
     handoff_directory: HandoffDirectory
     recent_events: RecentEvents
     keys: Keys
@@ -111,6 +113,7 @@ def bootstrap(
         event_log = EventLog(store, cursors)
         lease_directory = LeaseDirectory(store)
         lease_terms = LeaseTerms(store)
+        lease_listing = LeaseListing(store)
         handoff_directory = HandoffDirectory(store)
         projections = [
             lease_index,
@@ -119,6 +122,7 @@ def bootstrap(
             lease_directory,
             lease_terms,
             handoff_directory,
+            lease_listing,
         ]
         failures = Failures(store, clock, [p.name for p in projections])
         projector = Projector(app, store, projections, failures)
@@ -150,7 +154,7 @@ def bootstrap(
     app.on_commit.append(recent_events.committed)
     revocations = Revocations(keys, webhook_presence)
     revocations.on_revoked(recent_events.wake)
-    leases = LeaseService(app, lease_index, lease_directory, clock)
+    leases = LeaseService(app, lease_index, lease_directory, lease_listing, clock)
     return Services(
         database=database,
         clock=clock,
@@ -164,6 +168,7 @@ def bootstrap(
         mcp_sessions=mcp_sessions,
         lease_directory=lease_directory,
         lease_terms=lease_terms,
+        lease_listing=lease_listing,
         handoff_directory=handoff_directory,
         recent_events=recent_events,
         keys=keys,

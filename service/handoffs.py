@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from titen.domain.errors import NotFound
+from titen.domain.errors import Forbidden, NotFound
 from titen.domain.handoff import Handoff, public_id
 from titen.domain.ids import HANDOFF, to_uuid
 from titen.projections.handoff_directory import HandoffDirectory
@@ -16,6 +16,7 @@ from titen.projections.inbox import Inbox, PendingHandoff
 from titen.service import metrics
 from titen.service.application import Keep, Titen
 from titen.service.keys import Keys, Principal
+from titen.service.roles import organization_readers
 
 
 class HandoffService:
@@ -58,6 +59,18 @@ class HandoffService:
         """The caller's inbox: what others handed to it, never what it sent."""
         return self.inbox.pending(
             caller.organization, caller.name, after=after, limit=limit, subject_id=subject_id
+        )
+
+    def pending_in_organization(
+        self, caller: Principal, *, after: int, limit: int, to_principal: str | None
+    ) -> list[PendingHandoff]:
+        """Every pending handoff of the caller's organization, oldest first; refused to an
+        agent, which sees only its own inbox."""
+        if not caller.reads_organization:
+            readers = " or ".join(organization_readers())
+            raise Forbidden(f"The organization's handoffs need the {readers} role.")
+        return self.inbox.organization_pending(
+            caller.organization, after=after, limit=limit, to_principal=to_principal
         )
 
     def get(self, caller: Principal, handoff_id: str) -> Handoff:

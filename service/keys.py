@@ -23,7 +23,7 @@ from typing import Any
 from titen.domain import identifiers
 from titen.domain.clock import Clock, iso
 from titen.projections.store import ViewStore
-from titen.service.roles import OPERATOR, ROLES
+from titen.service.roles import AGENT, OPERATOR, ROLES
 
 KEY_PREFIX = "titen_"
 SHOWN_CHARS = len(KEY_PREFIX) + 8
@@ -39,6 +39,12 @@ class Principal:
     @property
     def is_operator(self) -> bool:
         return self.role == OPERATOR
+
+    @property
+    def reads_organization(self) -> bool:
+        """Whether it may list the organization's leases and pending handoffs: every role but
+        an agent's, which sees only what it is party to."""
+        return self.role != AGENT
 
 
 class KeyRefused(ValueError):

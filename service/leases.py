@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from titen.domain.clock import Clock
+from titen.domain.clock import Clock, parse_iso
 from titen.domain.errors import LeaseHeld, NotFound
 from titen.domain.lease import Holding, has_expired
 from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
+from titen.projections.lease_listing import LeaseListing, ListedLease
 from titen.service import metrics
 from titen.service.application import Keep, Titen
 from titen.service.keys import Principal
@@ -24,11 +25,13 @@ class LeaseService:
         app: Titen,
         index: LeaseIndex,
         directory: LeaseDirectory,
+        listing: LeaseListing,
         clock: Clock,
     ):
         self.app = app
         self.index = index
         self.directory = directory
+        self.listing = listing
         self.clock = clock
 
     def acquire(
@@ -94,3 +97,28 @@ class LeaseService:
             as_operator=caller.is_operator,
         )
         return holding, has_expired(holding.expires_at, self.clock.now())
+
+    def held(
+        self,
+        caller: Principal,
+        *,
+        before: int | None,
+        limit: int,
+        holder: str | None,
+        resource_type: str | None,
+    ) -> list[tuple[ListedLease, bool]]:
+        """The organization's unreleased leases, newest first, each with whether it has expired;
+        an agent's own only (a `holder` filter naming another principal finds none)."""
+        if not caller.reads_organization:
+            if holder not in (None, caller.name):
+                return []
+            holder = caller.name
+        rows = self.listing.page(
+            caller.organization,
+            before=before,
+            limit=limit,
+            holder=holder,
+            resource_type=resource_type,
+        )
+        now = self.clock.now()
+        return [(row, has_expired(parse_iso(row.fields["expires_at"]), now)) for row in rows]

@@ -3,3 +3,8 @@
 AGENT = "agent"
 OPERATOR = "operator"
 ROLES = (AGENT, OPERATOR)
+
+
+def organization_readers() -> tuple[str, ...]:
+    """The roles that read the whole organization rather than what they are party to."""
+    return tuple(role for role in ROLES if role != AGENT)

@@ -29,7 +29,8 @@ def add_commands(commands: Any) -> None:
     )
 
 
-def _client(args: argparse.Namespace) -> TitenClient:
+def client_from_env(args: argparse.Namespace) -> TitenClient:
+    """The client of `--url` (else $TITEN_URL) under $TITEN_API_KEY; a usage error without."""
     from titen.client import TitenClient
 
     try:
@@ -42,7 +43,7 @@ def _client(args: argparse.Namespace) -> TitenClient:
 def _mcp(args: argparse.Namespace) -> int:
     from titen.client.mcp import serve
 
-    with _client(args) as client:
+    with client_from_env(args) as client:
         serve(client)
     return 0
 
@@ -53,7 +54,7 @@ def _tail(args: argparse.Namespace) -> int:
     from titen.client import TitenError
 
     types = [t for t in (args.types or "").split(",") if t]
-    with _client(args) as client:
+    with client_from_env(args) as client:
         try:
             for event in client.stream(after=args.after, types=types):
                 print(json.dumps(event), flush=True)

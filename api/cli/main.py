@@ -16,7 +16,7 @@ import os
 import sys
 from typing import NoReturn
 
-from titen.api.cli import agent, audit, keys, openapi, projections, relay, serve
+from titen.api.cli import agent, audit, keys, listings, openapi, projections, relay, serve
 from titen.api.cli.options import VERBOSE_HELP
 
 PIPE_CLOSED = 141
@@ -140,6 +140,6 @@ def _parser() -> argparse.ArgumentParser:
     parser = Parser(prog="titen", description="Titen: leases and handoffs for AI agents.")
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    for group in (serve, agent, keys, audit, projections, openapi, relay):
+    for group in (serve, agent, listings, keys, audit, projections, openapi, relay):
         group.add_commands(commands)
     return parser

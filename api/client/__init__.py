@@ -21,6 +21,7 @@ from titen.client.types import (
     HandoffCreated,
     InboxPage,
     Lease,
+    LeasePage,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Lease",
     "LeaseConflict",
     "LeaseLost",
+    "LeasePage",
     "NotFound",
     "TitenClient",
     "TitenError",

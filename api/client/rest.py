@@ -38,6 +38,7 @@ from titen.client.types import (
     HandoffCreated,
     InboxPage,
     Lease,
+    LeasePage,
     current_lease_from,
     handoff_from,
     instant,
@@ -154,6 +155,21 @@ class TitenClient:
         """
         return current_lease_from(self._request("GET", f"/v1/leases/{_segment(lease_id)}"))
 
+    def held_leases(
+        self,
+        *,
+        resource_type: str | None = None,
+        holder: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LeasePage:
+        """One page of the organization's unreleased leases, newest first (an agent's own only:
+        dispatchers and operators see the organization's)."""
+        wanted = {"resource_type": resource_type, "holder": holder, "limit": limit}
+        params = {name: value for name, value in {**wanted, "cursor": cursor}.items() if value}
+        data = self._request("GET", "/v1/leases", params=params)
+        return LeasePage([current_lease_from(item) for item in data["leases"]], data["next_cursor"])
+
     def release_lease(self, lease_id: str) -> datetime:
         """Release and return `released_at`; `NotFound` if it was already released or replaced."""
         return instant(self._request("DELETE", f"/v1/leases/{_segment(lease_id)}")["released_at"])
@@ -218,6 +234,20 @@ class TitenClient:
         wanted = {"limit": limit, "cursor": cursor, "subject_id": subject_id}
         params = {name: value for name, value in wanted.items() if value is not None}
         data = self._request("GET", "/v1/handoffs", params=params)
+        return InboxPage([handoff_from(item) for item in data["handoffs"]], data["next_cursor"])
+
+    def organization_handoffs(
+        self,
+        *,
+        to_principal: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> InboxPage:
+        """One page of the organization's pending handoffs, oldest first (dispatchers and
+        operators; an agent's key is refused with `TitenError` 403)."""
+        wanted = {"to_principal": to_principal, "limit": limit, "cursor": cursor}
+        params = {name: value for name, value in wanted.items() if value is not None}
+        data = self._request("GET", "/v1/handoffs", params={"scope": "organization", **params})
         return InboxPage([handoff_from(item) for item in data["handoffs"]], data["next_cursor"])
 
     def iter_inbox(

@@ -65,6 +65,14 @@ class InboxPage:
 
 
 @dataclass(frozen=True)
+class LeasePage:
+    leases: list[CurrentLease]
+    """Newest first."""
+    next_cursor: str | None
+    """Pass it back as `cursor` for the next page; None after the last."""
+
+
+@dataclass(frozen=True)
 class EventPage:
     events: list[dict[str, Any]]
     """CloudEvents 1.0 objects, each with the `cursor` it was read at."""

@@ -10,12 +10,14 @@ from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
+from titen.api.rest.console import Console
 from titen.api.rest.cors import cors
 from titen.api.rest.deadline import RequestDeadline
 from titen.api.rest.events import Events, EventStream
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
+from titen.api.rest.identity import Me
 from titen.api.rest.leases import Lease, Leases
 from titen.api.rest.logs import RequestLog
 from titen.api.rest.mcp import PATH as MCP
@@ -44,6 +46,8 @@ ROUTES: tuple[tuple[str, type], ...] = (
     ("/readyz", Ready),
     ("/openapi.json", OpenAPIDocument),
     ("/docs", Docs),
+    ("/console", Console),
+    ("/v1/me", Me),
     ("/v1/leases", Leases),
     ("/v1/leases/{lease_id}", Lease),
     ("/v1/handoffs", Handoffs),
@@ -111,6 +115,8 @@ def _resources(services: Services, settings: ServerSettings) -> dict[type, objec
         Ready: Ready(services.readiness, services.keys),
         OpenAPIDocument: OpenAPIDocument(openapi()),
         Docs: Docs(),
+        Console: Console(),
+        Me: Me(),
         Leases: Leases(services.leases, idempotency),
         Lease: Lease(services.leases),
         Handoffs: Handoffs(services.handoffs, idempotency),

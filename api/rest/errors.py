@@ -15,7 +15,14 @@ from titen.api.rest import jsonrpc
 from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
-from titen.domain.errors import Contention, InvalidField, LeaseHeld, NotFound, NotTarget
+from titen.domain.errors import (
+    Contention,
+    Forbidden,
+    InvalidField,
+    LeaseHeld,
+    NotFound,
+    NotTarget,
+)
 from titen.service.outages import (
     CANDIDATES,
     ClockDisagrees,
@@ -116,6 +123,8 @@ def refusal_of(exc: Exception) -> Refusal | None:
         return Refusal(409, f"Resource is leased by another principal until {iso(exc.expires_at)}.")
     if isinstance(exc, NotFound):  # its message names the id asked for: cut, it may be huge
         return Refusal(404, cut(str(exc)) or None)
+    if isinstance(exc, Forbidden):
+        return Refusal(403, str(exc))
     if isinstance(exc, NotTarget):
         return Refusal(400, "Only the target principal can resolve a handoff.")
     if isinstance(exc, InvalidField):
@@ -177,7 +186,7 @@ def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, para
 def install(app: falcon.App) -> None:
     app.set_error_serializer(serialize)
     app.add_error_handler(Exception, _unexpected)
-    for kind in (LeaseHeld, NotFound, NotTarget, InvalidField, Contention):
+    for kind in (LeaseHeld, NotFound, Forbidden, NotTarget, InvalidField, Contention):
         app.add_error_handler(kind, _domain)
     for outage in CANDIDATES:
         app.add_error_handler(outage, _outage)

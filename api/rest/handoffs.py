@@ -2,6 +2,7 @@
 
 POST /v1/handoffs                        create a pending handoff to another principal
 GET  /v1/handoffs                        the caller's pending inbox, oldest first, paged
+GET  /v1/handoffs?scope=organization     the organization's pending handoffs (not to agents)
 GET  /v1/handoffs/{handoff_id}           one handoff in any status, for its sender and target
 POST /v1/handoffs/{handoff_id}/resolve   accept or reject, once, as the target
 """
@@ -23,8 +24,9 @@ from titen.api.rest.contract import (
     obj,
     operations,
 )
+from titen.api.rest.errors import error
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.paging import PAGE_QUERY, encode_cursor, read_page
+from titen.api.rest.paging import PAGE_QUERY, encode_cursor, read_page, single
 from titen.api.validation import validator
 from titen.domain.handoff import FIELDS, RESOLVED_FIELDS, public_fields
 from titen.domain.limits import NAME_LENGTH
@@ -35,6 +37,12 @@ CREATE = validator(schemas.CREATE_HANDOFF)
 RESOLVE = validator(schemas.RESOLVE_HANDOFF)
 HANDOFF_ID = "$response.body#/data/handoff_id"
 STATUS = {"type": "string", "enum": [PENDING, ACCEPTED, REJECTED]}
+ORGANIZATION = "organization"
+SCOPE = {
+    "type": "string",
+    "enum": [ORGANIZATION],
+    "description": "organization: every pending handoff of the organization, not the inbox.",
+}
 FIELD_SCHEMAS = {
     "handoff_id": STRING,
     "from_principal": STRING,
@@ -69,9 +77,20 @@ class Handoffs:
         ),
         get=Operation(
             "listInbox",
-            "The caller's inbox: pending handoffs addressed to it, oldest first, paged.",
-            query={**PAGE_QUERY, "subject_id": schemas.text(NAME_LENGTH)},
+            "The caller's inbox: pending handoffs addressed to it, oldest first, paged; with "
+            "scope=organization, every pending handoff of the organization.",
+            query={
+                **PAGE_QUERY,
+                "subject_id": schemas.text(NAME_LENGTH),
+                "scope": SCOPE,
+                "to_principal": schemas.text(NAME_LENGTH),
+            },
             answer=answers(obj({"handoffs": array(INBOX_ITEM), "next_cursor": nullable(STRING)})),
+            errors=("FORBIDDEN",),
+            description="Without `scope`, the inbox: what others handed to the caller, never "
+            "what it sent (`subject_id` narrows it). With `scope=organization`, for dispatchers "
+            "and operators (an agent gets 403), every pending handoff of the organization, "
+            "oldest first (`to_principal` narrows it to one recipient's).",
         ),
     )
 
@@ -98,14 +117,27 @@ class Handoffs:
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """The caller's inbox: what others handed to it, never what it sent."""
-        page = read_page(req, filters={"subject_id": NAME_LENGTH})
-        rows = self.handoffs.pending(
-            principal_of(req),
-            after=page.after,
-            limit=page.limit + 1,
-            subject_id=page.filters.get("subject_id"),
-        )
+        """The caller's inbox (what others handed to it, never what it sent), or with
+        scope=organization the organization's pending handoffs."""
+        scope = single(req.params, "scope")
+        if scope is None:
+            page = read_page(req, filters={"subject_id": NAME_LENGTH})
+            rows = self.handoffs.pending(
+                principal_of(req),
+                after=page.after,
+                limit=page.limit + 1,
+                subject_id=page.filters.get("subject_id"),
+            )
+        else:
+            if scope != ORGANIZATION:
+                raise error(400, f"scope must be {ORGANIZATION}, or left out for the inbox.")
+            page = read_page(req, filters={"scope": len(ORGANIZATION), "to_principal": NAME_LENGTH})
+            rows = self.handoffs.pending_in_organization(
+                principal_of(req),
+                after=page.after,
+                limit=page.limit + 1,
+                to_principal=page.filters.get("to_principal"),
+            )
         shown = rows[: page.limit]
         more = len(rows) > page.limit
         resp.media = {

@@ -1,4 +1,5 @@
-"""POST /v1/leases (acquire), GET /v1/leases/{lease_id} (check) and DELETE (release).
+"""POST /v1/leases (acquire), GET /v1/leases (the held leases, newest first, paged),
+GET /v1/leases/{lease_id} (check) and DELETE (release).
 
 The GET is what a holder asks right before its destructive step: it answers only while the
 lease is the resource's current term, read from the event log, with its fencing token.
@@ -22,17 +23,22 @@ from titen.api.rest.contract import (
     Link,
     Operation,
     answers,
+    array,
+    nullable,
     obj,
     operations,
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
+from titen.api.rest.paging import PAGE_QUERY, encode_cursor, read_page
 from titen.api.validation import validator
 from titen.domain.clock import iso
 from titen.domain.lease import Holding
+from titen.domain.limits import NAME_LENGTH
 from titen.service.leases import LeaseService
 
 ACQUIRE = validator(schemas.ACQUIRE)
+LIST_FILTERS = {"resource_type": NAME_LENGTH, "holder": NAME_LENGTH}
 LEASE_ID = "$response.body#/data/lease_id"
 HOLDING = obj(
     {
@@ -65,7 +71,21 @@ class Leases:
                 "GetLease": Link("getLease", {"lease_id": LEASE_ID}),
                 "ReleaseLease": Link("releaseLease", {"lease_id": LEASE_ID}),
             },
-        )
+        ),
+        get=Operation(
+            "listLeases",
+            "The organization's unreleased leases, newest first, paged (an agent's own only).",
+            query={
+                **PAGE_QUERY,
+                "resource_type": schemas.text(NAME_LENGTH),
+                "holder": schemas.text(NAME_LENGTH),
+            },
+            answer=answers(obj({"leases": array(HOLDING), "next_cursor": nullable(STRING)})),
+            description="Dispatchers and operators see every held lease of the organization; "
+            "an agent sees the leases it holds (a `holder` filter naming another finds none). "
+            "An expired lease nobody replaced is listed, with `expired` true, until released "
+            "or replaced.",
+        ),
     )
 
     def __init__(self, leases: LeaseService, idempotency: Idempotency):
@@ -88,6 +108,24 @@ class Leases:
             ),
             acquired,
         )
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        page = read_page(req, filters=LIST_FILTERS)
+        listed = self.leases.held(
+            principal_of(req),
+            before=page.after or None,
+            limit=page.limit + 1,
+            holder=page.filters.get("holder"),
+            resource_type=page.filters.get("resource_type"),
+        )
+        shown = listed[: page.limit]
+        more = len(listed) > page.limit
+        resp.media = {
+            "data": {
+                "leases": [{**row.fields, "expired": expired} for row, expired in shown],
+                "next_cursor": encode_cursor(req, shown[-1][0].position) if more else None,
+            }
+        }
 
 
 class Lease:

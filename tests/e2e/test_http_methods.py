@@ -27,7 +27,7 @@ def test_head_answers_like_get_without_a_body_and_options_without_a_key(database
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(  # kept alive, so a stray body byte would spoil the next answer
                 b"HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
-                b"OPTIONS /v1/leases HTTP/1.1\r\nHost: t\r\n\r\n"
+                b"OPTIONS /v1/events/tickets HTTP/1.1\r\nHost: t\r\n\r\n"
                 b"HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
                 # chunked, as the stream's GET is, so the server closes after it
                 b"HEAD /v1/events/stream HTTP/1.1\r\nHost: t\r\n"

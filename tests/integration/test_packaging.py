@@ -1,5 +1,6 @@
 """The package as tools see it: a type checker finds `titen.*` in the editable install the
-Makefile makes, and every package says it is typed (PEP 561), in the tree and in the wheel.
+Makefile makes, every package says it is typed (PEP 561), in the tree and in the wheel, and the
+wheel ships the console's files.
 
 The install maps `titen.*` onto the repository's folders through src/titen/ (symlinks) and one
 .pth line, a path that mypy, pyright and jedi read as the interpreter does (docs/tooling.md).
@@ -89,3 +90,5 @@ def test_the_wheel_ships_py_typed_in_every_package(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert [p for p in WHEEL_PACKAGES if f"{p}/py.typed" not in names] == []
     assert [p for p in WHEEL_PACKAGES if f"{p}/__init__.py" not in names] == []
+    console = {f"titen/api/rest/static/console.{kind}" for kind in ("html", "css", "js")}
+    assert console <= names  # GET /console inlines them (api/rest/console.py)
