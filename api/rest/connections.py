@@ -53,7 +53,7 @@ from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
-from waitress.utilities import RequestEntityTooLarge
+from waitress.utilities import Error, RequestEntityTooLarge
 
 from titen.api.rest.balance import Share
 from titen.api.rest.body import MAX_BODY_BYTES
@@ -69,6 +69,9 @@ _serving = threading.local()
 MAX_HEAD_BYTES = 64 * 1024
 OBS_FOLD = re.compile(rb"\r\n[ \t]")
 """A header line that begins with a space or a tab: it continues the line before (obs-fold)."""
+HOST = re.compile(rb"\r\nhost:", re.IGNORECASE)
+TRANSFER_ENCODING = re.compile(rb"\r\ntransfer-encoding:([^\r]*)", re.IGNORECASE)
+VERSIONS = ("1.0", "1.1")
 BACKLOG = 2048
 LINGER_SECONDS = 2.0
 """How long a refused connection stays open after the answer, so the client can read it."""
@@ -87,6 +90,16 @@ loop) when it goes (api/rest/subscribers.py uses it). Absent in-process (falcon'
 never gone."""
 
 
+class RequestTimeout(Error):
+    code = 408
+    reason = "Request Timeout"
+
+
+class VersionNotSupported(Error):
+    code = 505
+    reason = "HTTP Version Not Supported"
+
+
 class BoundedRequest(HTTPRequestParser):
     """A request parser that refuses an over-limit body as soon as it is known to be one.
 
@@ -96,16 +109,29 @@ class BoundedRequest(HTTPRequestParser):
     """
 
     completed: bool  # waitress's: the request has been read whole (or refused)
+    body_rcv: Any  # waitress's: the body's receiver, None until the head declares a body
+    body_started: float | None = None
+    """When its head ended, while its body is awaited (`Channel.received`)."""
 
     def parse_header(self, header_plus: bytes) -> None:
-        """Waitress's parse, refusing (400, and the connection closed after the answer) what
+        """Waitress's parse, refusing (and closing the connection after the answer) what
         RFC 9112 leaves a server no safe reading of: a header line folded onto the one before
-        (obs-fold, §5.2) and a body framed both by Content-Length and Transfer-Encoding (§6.1:
-        a proxy in front may have framed it the other way, and read a second, smuggled
-        request from its end)."""
+        (obs-fold, §5.2), an HTTP/1.1 request without exactly one Host (§3.2), a version
+        other than 1.0 and 1.1 (505), more than one transfer coding (§6.1: only `chunked` is
+        known), and a body framed both by Content-Length and Transfer-Encoding (§6.1: a proxy
+        in front may have framed it the other way, and read a second, smuggled request)."""
         if OBS_FOLD.search(header_plus):
             raise ParsingError("a header line may not continue the one before (obs-fold)")
+        codings = b",".join(TRANSFER_ENCODING.findall(header_plus)).split(b",")
+        if len(codings) > 1:
+            raise ParsingError("Transfer-Encoding must be exactly chunked")
         super().parse_header(header_plus)
+        if self.version not in VERSIONS:
+            self.error = VersionNotSupported(f"HTTP/{self.version[:16]}")
+            self.body_rcv, self.chunked, self.content_length = None, False, 0
+            return
+        if self.version == "1.1" and len(HOST.findall(header_plus)) != 1:
+            raise ParsingError("an HTTP/1.1 request needs exactly one Host header")
         framed = self.chunked or "TRANSFER_ENCODING" in self.headers
         if framed and "CONTENT_LENGTH" in self.headers:
             raise ParsingError("a request may not carry both Content-Length and Transfer-Encoding")
@@ -137,10 +163,15 @@ class EnvelopeError(ErrorTask):
         self.set_close_on_finish()
         self.content_length = len(body)
         self.write(body)
-        self.channel.linger_after_close = True
+        # A body too slow in coming is no answer still being sent: it is closed at once.
+        self.channel.linger_after_close = status != RequestTimeout.code
 
 
 def _message(status: int, detail: str) -> str:
+    if status == 408:
+        return f"The request body did not arrive within {detail:g} s."
+    if status == 505:
+        return f"{detail} is not supported: this server speaks HTTP/1.0 and HTTP/1.1."
     if status == 413:
         return DEFAULT_MESSAGES[413]
     if status == 431:
@@ -191,6 +222,7 @@ class Channel(HTTPChannel):
     """One client connection, with a deadline on each request head and a lingering close."""
 
     parser_class = BoundedRequest
+    request: BoundedRequest | None = None  # waitress's: the request being read
     task_class = Task
     error_task_class = EnvelopeError
     linger_after_close = False
@@ -213,11 +245,33 @@ class Channel(HTTPChannel):
 
     def received(self, data: bytes) -> bool:
         accepted = super().received(data)
-        if self.request is None or self.request.headers_finished:
+        request = self.request
+        if request is None or request.headers_finished:
             self.head_started = None  # between requests: waitress's idle timeout applies
+            if request is not None and request.body_started is None:
+                request.body_started = time.time()
         elif self.head_started is None:
             self.head_started = time.time()
         return accepted
+
+    def body_overdue(self, now: float, timeout: float) -> bool:
+        """Whether the body now being read began more than `timeout` seconds ago."""
+        request = self.request
+        started = None if request is None else request.body_started
+        return started is not None and now - started > timeout
+
+    def time_out_body(self, timeout: float) -> None:
+        """Answer the request whose body is overdue with 408, as waitress answers a request it
+        refuses (its error task), and close the connection after it."""
+        with self.requests_lock:
+            request, self.request = self.request, None
+            if request is None:
+                return
+            request.error = RequestTimeout(timeout)
+            request.completed = True
+            self.requests.append(request)
+            if len(self.requests) == 1:  # else the request before it starts its task
+                self.server.add_task(self)
 
     def head_overdue(self, now: float, timeout: float) -> bool:
         """Whether this connection has spent longer than `timeout` sending one request head."""
@@ -436,6 +490,7 @@ class Server(TcpWSGIServer):
         dispatcher.before_shutdown = self._end_waits
         dispatcher.set_thread_count(threads)
         self.request_head_timeout = settings.request_head_timeout
+        self.request_body_timeout = settings.request_body_timeout
         dispatchers: dict[int, Any] = {}
         self.poller = Poller(dispatchers)
         super().__init__(
@@ -502,6 +557,8 @@ class Server(TcpWSGIServer):
                 channel._close_now()
             elif channel.head_overdue(now, self.request_head_timeout):
                 channel.will_close = True
+            elif channel.body_overdue(now, self.request_body_timeout):
+                channel.time_out_body(self.request_body_timeout)
 
 
 class CannotListen(Exception):

@@ -51,6 +51,9 @@ class ServerSettings:
     """Let webhooks target loopback, private, link-local and multicast addresses."""
     request_head_timeout: float = 10.0
     """Seconds a connection may take to send a complete request head before it is closed."""
+    request_body_timeout: float = 30.0
+    """Seconds a request's body may take to arrive, from the end of its head, before the
+    request is answered 408 and its connection closed."""
     connection_limit: int = 10_000
     """Open connections accepted at once; idle ones cost a socket each, not a thread."""
     cors_origins: tuple[str, ...] = ()
