@@ -10,17 +10,18 @@ that fails on a version conflict, or on a kept row that exists already (a stored
 storage/inline.py), is saved again one aggregate at a time, so only the command that lost its
 race sees the failure and the others are unaffected.
 
-On SQLite the worker processes of one server also take turns (`Turn`, shared by them): a
+On SQLite the worker processes of one server also take turns (`FileTurn`, a file lock): a
 leader waits for the turn before it takes its batch, so commands keep joining the batch while
-another process saves, and the turn passes to the next leader the moment a save ends. Without
-it the leaders of two workers met only at SQLite's lock, whose busy handler slept 1 to 10 ms at
-a time while the lock was long free, and each worker's batch was fixed before the wait
-(docs/performance.md, "Round four"). PostgreSQL's writers queue on its table lock instead.
+another process saves, and the kernel hands the turn to the next leader the moment a save ends,
+where SQLite's busy handler sleeps 1 to 10 ms at a time. PostgreSQL's writers queue on its table
+lock instead.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,10 +35,6 @@ from titen.storage.inline import KEPT, RowExists
 log = logging.getLogger("titen.app")
 
 MAX_BATCH = 64
-TURN_WAIT_SECONDS = 2.0
-"""How long a leader waits for its turn before saving without it (the store's own lock, with its
-own bound, then orders it): a healthy turn lasts one save, milliseconds, so a longer wait means
-its holder is stuck (paused, or waiting on a store that does not answer)."""
 
 Save = Callable[..., list[Recording[UUID]]]
 
@@ -50,11 +47,39 @@ def _asleep() -> threading.Lock:
 
 
 class Turn(Protocol):
-    """Taken by one save at a time across processes (storage/shared_mutex.py)."""
+    """Taken by one save at a time across processes (`FileTurn`)."""
 
-    def acquire(self, timeout: float) -> bool: ...
+    def acquire(self) -> None: ...
 
     def release(self) -> None: ...
+
+
+class FileTurn:
+    """A turn the processes of one server take through an exclusive `flock` of one file, each
+    opening it for itself (a lock belongs to an open file, so one inherited across a fork would
+    be shared). The kernel gives it up when its holder exits, however it dies; a holder that is
+    frozen (SIGSTOP) holds the others' saves until it runs again, as it holds SQLite's lock."""
+
+    def __init__(self, path: str):
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._threads = threading.Lock()  # one holder in this process too: the lock is per file
+
+    def acquire(self) -> None:
+        self._threads.acquire()
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._threads.release()
+            raise
+
+    def release(self) -> None:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 @dataclass(eq=False)
@@ -178,7 +203,8 @@ def _acquire(turn: Turn) -> bool:
     """Whether the turn was had; a turn that fails is logged and done without (the store's own
     lock orders the save then), so no command waits on a broken turn."""
     try:
-        return turn.acquire(TURN_WAIT_SECONDS)
+        turn.acquire()
     except OSError:
         log.exception("the write turn failed: saving without it")
         return False
+    return True

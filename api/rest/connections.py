@@ -18,8 +18,6 @@ open that many files. What waitress does not offer is added in small subclasses:
 - `Task` ends a HEAD answer at its head: waitress writes the last-chunk marker of a chunked
   answer (an event stream's) even for HEAD, a stray body that corrupts the connection's next
   answer; and it sends an answer's head with the first bytes of its body, not alone;
-- `Server.readable` accepts new connections only while this worker's share of them allows
-  (api/rest/balance.py), when it is one of several workers on one port;
 - `Server.run` polls with `Poller` (api/rest/poller.py), which asks again only the connections
   that may have changed, not every open one at every pass: `Channel.idle` says when one need
   not be asked, and `Channel.tell_loop` is how a request's thread says it changed; and
@@ -55,7 +53,6 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import Error, RequestEntityTooLarge
 
-from titen.api.rest.balance import Share
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
 from titen.api.rest.poller import Poller
@@ -468,12 +465,8 @@ class Server(TcpWSGIServer):
         settings: ServerSettings,
         threads: int,
         sock: socket.socket,
-        share: Share | None = None,
     ):
-        """Serve on `sock`, a listening socket opened by `listen` (perhaps in a parent process
-        and shared by several workers, each accepting from the same queue, as far as its
-        `share` of the connections allows)."""
-        self.share = share
+        """Serve on `sock`, a listening socket opened by `listen`."""
         adjustments = Adjustments(
             host=settings.host,
             port=settings.port,
@@ -502,16 +495,6 @@ class Server(TcpWSGIServer):
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
             bind_socket=False,
         )
-        if share is not None:
-            share.bell(self._map)
-
-    def readable(self) -> bool:
-        """Waitress's answer (at every pass of the loop): whether to accept connections now,
-        which one of several workers does only while it holds no more than its share."""
-        able = bool(super().readable())
-        if self.share is None:
-            return able
-        return self.share.accepts(len(self.active_channels), able)
 
     def run(self) -> None:
         """Waitress's loop, polled by `Poller` rather than waitress's `poll2`; stopped as
@@ -519,18 +502,9 @@ class Server(TcpWSGIServer):
         try:
             self.poller.loop(self.adj.asyncore_loop_timeout)
         except (SystemExit, KeyboardInterrupt):
-            self._stop_sharing()
             self.task_dispatcher.shutdown()
         finally:
-            self._stop_sharing()
             self.poller.close()
-
-    def _stop_sharing(self) -> None:
-        """Tell the other workers this one accepts no more, as soon as its loop has ended: it
-        may hold the fewest connections, and the others must not wait on it while its
-        requests finish (up to waitress's 5 s) and the supervisor reaps it."""
-        if self.share is not None:
-            self.share.accepts(len(self.active_channels), able=False)
 
     def pull_trigger(self) -> None:
         """Waitress's wake-up of the loop, skipped when a request's thread ends its request
@@ -565,23 +539,29 @@ class CannotListen(Exception):
     """The server could not take its address (in use, not this machine's, not allowed)."""
 
 
-def listen(host: str, port: int, backlog: int = BACKLOG, doing: str = "listen on") -> socket.socket:
-    """A listening TCP socket on the first address `host` resolves to (as waitress would pick);
-    CannotListen saying why (`cannot {doing} HOST:PORT: ...`) if it cannot be had.
-
-    Opened before the store and before any worker starts, so that every worker accepts from
-    this one socket: the port is taken once, a port in use is refused before anything else
-    happens, and `port` 0 gives all of them the same free port.
-    """
+def listen(
+    host: str,
+    port: int,
+    backlog: int | None = BACKLOG,
+    doing: str = "listen on",
+    reuse_port: bool = False,
+) -> socket.socket:
+    """A listening TCP socket on the first address `host` resolves to (as waitress would pick),
+    or only bound if `backlog` is None; CannotListen saying why (`cannot {doing} HOST:PORT:
+    ...`) if it cannot be had. With `reuse_port` (SO_REUSEPORT) other sockets of this user
+    that set it too may take the same port, and the kernel shares connections between them."""
     sock = None
     try:
         family, kind, proto, address = Adjustments(host=host, port=port).listen[0]
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(address)
-        sock.listen(backlog)
+        if backlog is not None:
+            sock.listen(backlog)
     except OSError as exc:
         if sock is not None:
             sock.close()

@@ -5,15 +5,10 @@ the chosen format, and a record's `fields` (passed as `extra={"fields": {...}}`)
 the JSON object or `key=value` pairs of the text line. A request line never holds a key, a body
 or a query string: only the request's shape and who made it.
 
-Lines are written off the request thread: a request thread only puts its record on a queue
-(no lock, no I/O, no formatting), and one writer thread per process formats and writes them to
-stderr in the order they were put (`QueuedLines`). A contended handler lock was a convoy: 16
-request threads queued on it behind each other's writes and starved waitress's I/O loop
-(docs/performance.md, issue 21). The writer wakes for a line, writes it and whatever else is
-queued in as few writes as keep lines whole (`atomic_chunks`), then lets lines gather for
-`GATHER_SECONDS` before looking again: under load a request costs no thread wake-up of its own,
-and a line still reaches stderr within a fraction of a second. `logging.shutdown()` (at exit,
-and at a worker's end) writes what is still queued, so a SIGTERM loses no line.
+Lines are written off the request thread: the stdlib's QueueHandler puts each record on a queue
+as it is, and its QueueListener's thread formats and writes them to stderr in order, so request
+threads never queue on the stream's lock (a convoy that starved waitress's loop at 16
+connections). `logging.shutdown()` (at exit, and at a worker's end) writes what is queued.
 
 `X-Request-Id` is taken from the request when it is a plausible id (so a proxy's id carries
 through) and made otherwise; it is on every answer, errors included, and on every line logged
@@ -28,13 +23,11 @@ import os
 import queue
 import random
 import re
-import select
 import signal
 import sys
-import threading
 import time
 from datetime import UTC, datetime
-from logging.handlers import QueueHandler
+from logging.handlers import QueueHandler, QueueListener
 from typing import Any
 
 import falcon
@@ -50,8 +43,6 @@ UNMATCHED = "unmatched"
 anything a client sends)."""
 
 log = logging.getLogger("titen.requests")
-GATHER_SECONDS = 0.05
-"""How long the log writer lets lines gather after a write before it looks at the queue again."""
 _ENCODE = json.JSONEncoder(default=str).encode
 """One encoder for every JSON line (`json.dumps` with an option builds a new one per call)."""
 
@@ -74,152 +65,43 @@ def configure(format: str) -> None:
 
 
 class QueuedLines(QueueHandler):
-    """A handler that only queues records; a thread of its own hands them to `target` in order.
+    """The stdlib's QueueHandler, with a QueueListener writing to `target`, made and ended with
+    it. A record is queued as it is: the listener's thread formats it (the standard `prepare`
+    formats on the logging thread, most of a line's cost). A forked child gets a queue and a
+    listener of its own: the parent's thread does not exist there."""
 
-    Nothing is done to a record on the logging thread: it is queued as it is and formatted by
-    the writer (the standard `prepare` formats and copies it on the caller's thread, most of a
-    line's cost). The queue is a `SimpleQueue`, safe without the handler's lock, so the lock is
-    not taken either. A forked worker gets a queue and a writer of its own (the parent's thread
-    does not exist in the child); closing the handler, as `logging.shutdown()` does, writes
-    everything queued before it returns.
-    """
-
-    def __init__(self, target: logging.StreamHandler):
+    def __init__(self, target: logging.Handler):
         super().__init__(queue.SimpleQueue())
         self.target = target
-        self._writer: _Writer | None = self._start()
-        os.register_at_fork(after_in_child=self._restart)
-
-    def createLock(self) -> None:
-        """No lock: putting on a SimpleQueue is atomic (Handler.acquire skips a None lock)."""
-        self.lock = None
+        self.listener: QueueListener | None = self._listen()
+        os.register_at_fork(after_in_child=self._listen_again)
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
         return record
 
     def close(self) -> None:
-        """Write what is queued, then stop the writer (idempotent)."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.stop()
-        self.target.flush()
+        """Write what is queued, then stop the listener (idempotent)."""
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            listener.stop()
         super().close()
 
-    def _start(self) -> _Writer:
-        """A new queue (the handler's) and a writer thread taking from it, which takes no
-        signal.
-
-        The kernel hands a signal sent to the process to any thread that does not block it.
-        `titen serve --workers`'s supervisor waits for its signals with them blocked
-        (`sigtimedwait`, api/rest/prefork.py); one handed to this thread instead reached it a
-        second later as a KeyboardInterrupt, past its orderly stop and its log line (a
-        Ctrl-C test failed now and then). A thread inherits its creator's mask, so all are
-        blocked while it is created."""
-        lines: queue.SimpleQueue[logging.LogRecord | None] = queue.SimpleQueue()
-        self.queue = lines
-        writer = _Writer(lines, self.target)
+    def _listen(self) -> QueueListener:
+        """A new queue and a listener on it, whose thread takes no signal: the supervisor of
+        `titen serve --workers` waits for its signals with them blocked (`sigtimedwait`), and
+        the kernel hands a signal to any thread that does not block it."""
+        self.queue = queue.SimpleQueue()
+        listener = QueueListener(self.queue, self.target)
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
-            writer.start()
+            listener.start()  # its thread inherits the mask
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        return writer
+        return listener
 
-    def _restart(self) -> None:
-        """In a forked child: the parent's writer thread was not copied, nor should the
-        records it has still to write be written twice."""
-        if self._writer is not None:
-            self._writer = self._start()
-
-
-class _Writer(threading.Thread):
-    """The thread that formats queued records and writes them to `target`'s stream, in order.
-
-    Asleep until a record is queued; then it writes that record and every other one already
-    queued in as few writes as keep each line whole (`atomic_chunks`), and waits
-    `GATHER_SECONDS` (or until stopped) before looking again, so that a busy server wakes it a
-    few times a second, not once per request.
-    """
-
-    def __init__(
-        self, lines: queue.SimpleQueue[logging.LogRecord | None], target: logging.StreamHandler
-    ):
-        super().__init__(name="titen-log-writer", daemon=True)
-        self.lines = lines
-        self.target = target
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        while True:
-            batch = [self.lines.get()]
-            while True:
-                try:
-                    batch.append(self.lines.get_nowait())
-                except queue.Empty:
-                    break
-            self._write([record for record in batch if record is not None])
-            if None in batch:
-                return
-            self.stopping.wait(GATHER_SECONDS)
-
-    def stop(self) -> None:
-        """Write what is queued now, then end the thread."""
-        self.stopping.set()
-        self.lines.put(None)
-        self.join()
-
-    def _write(self, records: list[logging.LogRecord]) -> None:
-        lines = []
-        for record in records:
-            try:
-                lines.append(self.target.format(record) + self.target.terminator)
-            except Exception:
-                self.target.handleError(record)  # as StreamHandler.emit would: the rest go on
-        try:
-            stream = self.target.stream
-            encoding = getattr(stream, "encoding", None) or "utf-8"
-            for chunk in atomic_chunks(lines, encoding, getattr(stream, "errors", None)):
-                self.target.stream.write(chunk)
-                self.target.flush()
-        except Exception:
-            if records:
-                self.target.handleError(records[-1])
-
-
-def atomic_chunks(lines: list[str], encoding: str, errors: str | None) -> list[str]:
-    """`lines` joined into as few writes as possible, each of whole lines and at most
-    `select.PIPE_BUF` bytes (in the stream's `encoding`, with its `errors`) unless one line
-    alone is longer.
-
-    The workers of `titen serve --workers N` and their supervisor share one stderr; a pipe writes
-    at most `PIPE_BUF` bytes in one piece, and a longer write, once the pipe is full, goes out in
-    parts that another process's line can land between (seen: half a JSON line, then a line of
-    the supervisor's).
-    """
-    chunks: list[str] = []
-    chunk: list[str] = []
-    size = 0
-    for line in lines:
-        length = _size(line, encoding, errors)
-        if chunk and size + length > select.PIPE_BUF:
-            chunks.append("".join(chunk))
-            chunk, size = [], 0
-        chunk.append(line)
-        size += length
-    if chunk:
-        chunks.append("".join(chunk))
-    return chunks
-
-
-def _size(line: str, encoding: str, errors: str | None) -> int:
-    """The bytes `line` takes in the stream; PIPE_BUF (a write of its own) when the stream
-    cannot encode it, which its write will then report."""
-    if line.isascii():
-        return len(line)
-    try:
-        return len(line.encode(encoding, errors or "strict"))
-    except (UnicodeError, LookupError):
-        return select.PIPE_BUF
+    def _listen_again(self) -> None:
+        if self.listener is not None:
+            self.listener = self._listen()
 
 
 class JsonFormatter(logging.Formatter):

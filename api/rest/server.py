@@ -12,8 +12,7 @@ import socket
 from collections.abc import Callable
 
 from titen.api.rest.app import create_app
-from titen.api.rest.balance import Share
-from titen.api.rest.connections import Server, allow_open_files, listen
+from titen.api.rest.connections import BACKLOG, Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
 from titen.domain.webhooks import RetrySchedule
@@ -28,11 +27,15 @@ from titen.service.workers import Workers
 log = logging.getLogger("titen.server")
 
 
-def listeners(settings: ServerSettings) -> tuple[socket.socket, socket.socket | None]:
+def listeners(
+    settings: ServerSettings, reuse_port: bool = False
+) -> tuple[socket.socket, socket.socket | None]:
     """The API's listening socket and the metrics one (None unless --metrics-port), taken
     before the store is opened, so that a port in use is refused (CannotListen) before anything
-    starts and before the log says the server is serving."""
-    sock = listen(settings.host, settings.port)
+    starts and before the log says the server is serving. With `reuse_port` the API's is only
+    bound, holding the port for workers that each listen on it (api/rest/prefork.py)."""
+    backlog = None if reuse_port else BACKLOG
+    sock = listen(settings.host, settings.port, backlog, reuse_port=reuse_port)
     if settings.metrics_port is None:
         return sock, None
     try:
@@ -65,17 +68,15 @@ def serve(
     settings: ServerSettings,
     sock: socket.socket,
     metrics_sock: socket.socket | None = None,
-    share: Share | None = None,
 ) -> None:
     """Serve on the listening `sock` (and /metrics on `metrics_sock`) until KeyboardInterrupt
     (Ctrl-C, or SIGTERM: api/rest/signals.py), then stop in order: no new connections, then
-    the threads; the caller closes the store. A worker of several accepts its `share` of the
-    connections (api/rest/balance.py)."""
+    the threads; the caller closes the store."""
     threads = settings.threads + settings.max_subscribers
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
         log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
-    server = Server(create_app(services, settings), settings, threads, sock, share)
+    server = Server(create_app(services, settings), settings, threads, sock)
     try:
         stop_metrics = _metrics(services, metrics_sock)
         try:
