@@ -1,34 +1,14 @@
-"""Waitress with the limits an open port needs: its own knobs set high, and what it lacks added.
+"""Waitress, the one place its internals are extended: a server for an open port.
 
 Anyone who can reach the port can open connections without a key, so connections must be cheap
-and bounded in time, not scarce: waitress's connection limit is raised far above the worker
-threads, its loop polls through epoll (select stops at 1,024 descriptors) and the process may
-open that many files. What waitress does not offer is added in small subclasses:
-
-- `Channel` closes a connection that has not sent a complete request head within
-  `request_head_timeout` seconds of opening it (or of sending the first byte of a later
-  request on it), so trickling one header line at a time holds nothing for long;
-- `BoundedRequest` refuses obs-fold header lines and a request framed by both Content-Length
-  and Transfer-Encoding (400, connection closed), and a body over `MAX_BODY_BYTES` (declared,
-  or chunked as it arrives) having read no more than that, where waitress would spool up to
-  1 GiB to a file first;
-- `EnvelopeError` answers waitress's own refusals (400, 413, 431, 500) in the JSON envelope,
-  then lets the client finish sending before closing (a close with unread input resets the
-  connection, and the client may lose the answer it was about to read);
-- `Task` ends a HEAD answer at its head: waitress writes the last-chunk marker of a chunked
-  answer (an event stream's) even for HEAD, a stray body that corrupts the connection's next
-  answer; and it sends an answer's head with the first bytes of its body, not alone;
-- `Server.run` polls with `Poller` (api/rest/poller.py), which asks again only the connections
-  that may have changed, not every open one at every pass: `Channel.idle` says when one need
-  not be asked, and `Channel.tell_loop` is how a request's thread says it changed; and
-  `Server.pull_trigger` does not wake the loop at a request's end when the client's next
-  request will (`Channel.loop_will_hear`), where waitress's thread wakes it after every
-  request;
-- `Channel.watch` (offered to the app as `WATCH_CLIENT` in the request's environ) keeps reading
-  a connection while its request waits, as a stream or a long-poll does, so that a client
-  closing it is seen at once, and the waiter woken, instead of at the next write (waitress
-  reads a connection only between requests unless it pipelines, which would cut off a client
-  that half-closes after sending its request).
+and bounded in time: waitress's connection limit is raised far above its threads and the loop
+polls through epoll. The overrides, each for a reason given where it is made: the request
+parser refuses what RFC 9112 says to refuse and bodies over the limit as they arrive; refusals
+answer in the JSON envelope and close lingering; a HEAD answer ends at its head, and a head goes
+out with its body's first bytes; a connection has a deadline for its head and for its body; a
+request waiting on a stream watches its connection; and the loop (`Poller`) asks only the
+connections that may have changed, not every open one at every pass (waitress's `poll2` took
+2.5 ms a pass at 2,000 open connections, and every request waited through it).
 """
 
 from __future__ import annotations
@@ -38,13 +18,16 @@ import json
 import logging
 import re
 import resource
+import select
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
+from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.buffers import ReadOnlyFileBasedBuffer
 from waitress.channel import HTTPChannel
@@ -55,7 +38,6 @@ from waitress.utilities import Error, RequestEntityTooLarge
 
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for
-from titen.api.rest.poller import Poller
 from titen.api.rest.settings import ServerSettings
 from titen.api.rest.signals import stop_requested
 
@@ -98,12 +80,9 @@ class VersionNotSupported(Error):
 
 
 class BoundedRequest(HTTPRequestParser):
-    """A request parser that refuses an over-limit body as soon as it is known to be one.
-
-    A declared Content-Length over the limit is refused with the head; a chunked body once its
-    decoded bytes pass the limit. Waitress's own check refuses a body *equal* to its setting, so
-    the exact limit is checked here and waitress's is set above it.
-    """
+    """A request parser that refuses an over-limit body as soon as it is known to be one (a
+    declared Content-Length with the head, a chunked body once its decoded bytes pass the
+    limit); waitress's own check refuses a body *equal* to its setting, so it is set above."""
 
     completed: bool  # waitress's: the request has been read whole (or refused)
     body_rcv: Any  # waitress's: the body's receiver, None until the head declares a body
@@ -288,9 +267,8 @@ class Channel(HTTPChannel):
 
     def idle(self) -> bool:
         """Whether the loop may stop asking this connection `readable()` and `writable()`
-        until its socket is ready or a thread tells it (`tell_loop`, api/rest/poller.py): no
-        request is being served on it, or only one that waits watching it (`watch`), whose
-        thread tells the loop of each write and of its end."""
+        until its socket is ready or a thread tells it (`tell_loop`): no request is served on
+        it, or only one watching it (`watch`), whose thread tells the loop of each change."""
         return not self.requests or self.on_gone is not None
 
     def service(self) -> None:
@@ -361,16 +339,10 @@ class Channel(HTTPChannel):
         return bool(self.will_close or self.total_outbufs_len >= self.adj.outbuf_high_watermark)
 
     def write_soon(self, data: bytes | ReadOnlyFileBasedBuffer) -> int:
-        """Waitress's, with the loop told to keep off while the request's thread writes.
-
-        The thread appends to the output buffer and sends it at once, both holding the
-        buffer's lock. Meanwhile waitress's loop saw a buffer with output and a writable
-        socket, so `poll` returned at once, and `handle_write` could not take the lock: the
-        loop spun, scanning every connection each pass and taking the interpreter lock from
-        the very thread it waited for (27 passes per acquire at 16 connections,
-        docs/performance.md "Round seven"). Whatever the thread could not send is the
-        loop's once it is done, so it wakes the loop then.
-        """
+        """Waitress's, with the loop told to keep off while the request's thread writes: the
+        loop, seeing output and a writable socket but not the buffer's lock, spun and took the
+        interpreter lock from the thread it waited for. What the thread could not send is the
+        loop's once it is done, so it wakes the loop then."""
         if self.holding:
             self.holding, self.held = False, data
             return len(data)
@@ -408,12 +380,9 @@ class Channel(HTTPChannel):
             self._close_now()
 
     def handle_close(self) -> None:
-        """Close; after a refusal, first stop writing and read what the client still sends.
-
-        Closing with unread input makes the kernel reset the connection, and a client still
-        sending may then lose the answer before reading it. So the connection stays open for
-        LINGER_SECONDS after the answer, taking (and discarding) up to LINGER_BYTES more.
-        """
+        """Close; after a refusal, first stop writing and read (and drop) what the client still
+        sends, for LINGER_SECONDS: closing with unread input resets the connection, and a
+        client still sending could lose the answer before reading it."""
         if self.draining_until or not self.linger_after_close:
             self._close_now()
             return
@@ -448,13 +417,9 @@ class Dispatcher(ThreadedTaskDispatcher):
 
 
 class Server(TcpWSGIServer):
-    """Waitress's TCP server with `Channel` connections and their deadlines enforced.
-
-    When it stops (SIGTERM, Ctrl-C), open event streams end and waiting long-polls answer at
-    once with what they have, as if their clients had gone: their clients resume from their
-    cursors on another server, and the stop does not wait out waitress's 5 s for those
-    threads (docs/operations.md).
-    """
+    """Waitress's TCP server with `Channel` connections and their deadlines enforced. When it
+    stops (SIGTERM, Ctrl-C), open streams end and waiting long-polls answer at once, as if
+    their clients had gone, rather than holding the stop for waitress's 5 s."""
 
     channel_class = Channel
     stopping = False
@@ -578,3 +543,170 @@ def allow_open_files(wanted: int) -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         soft = target
     return soft
+
+
+READ = select.EPOLLIN | select.EPOLLPRI
+WRITE = select.EPOLLOUT
+HANGUP = select.EPOLLHUP | select.EPOLLERR
+"""Reported whatever a descriptor is registered for."""
+
+
+class Registration:
+    """A descriptor's entry in the epoll set: whose it is, what it is registered for, and what
+    its dispatcher wanted when last asked (never more than registered)."""
+
+    __slots__ = ("dispatcher", "flags", "wanted")
+
+    def __init__(self, dispatcher: Any, flags: int):
+        self.dispatcher = dispatcher
+        self.flags = self.wanted = flags
+
+
+class Poller:
+    """One server's loop over `map` (descriptor -> dispatcher), which other threads may change.
+
+    Registrations stay in one epoll set between passes, and a pass asks `readable()` and
+    `writable()` again only of what may have changed: the dispatchers not idle when last asked
+    (`idle()`, asked first; one without it never is), those ready or opened or closed since,
+    those a thread told of (`changed`), and all at the pass after `rescan`. A registration is
+    widened at once but narrowed only when it reports something not wanted: a keep-alive
+    connection wants nothing while its request is served and to read again after, and narrowing
+    at once cost two `epoll_ctl` calls per request."""
+
+    def __init__(self, map: dict[int, Any]):
+        self.map = map
+        self.epoll = select.epoll()
+        self.rescan = True
+        """Ask every dispatcher at the next pass (the first pass does)."""
+        self.registered: dict[int, Registration] = {}
+        self.asking: set[int] = set()
+        """The descriptors to ask at the next pass: not idle, or ready at the last pass."""
+        self.told: deque[int] = deque()
+        """Descriptors other threads said may have changed (appended and popped atomically)."""
+
+    def changed(self, fd: int | None) -> None:
+        """Ask `fd` again at the next pass (from any thread): a dispatcher was added or removed
+        there, or its answers may have changed. Whoever calls this wakes the loop if it must
+        act soon (the server's trigger); the pass after the next wakeup asks it anyway."""
+        if fd is not None:
+            self.told.append(fd)
+
+    def loop(self, timeout: float) -> None:
+        """Poll until the map is empty (or an exception ends the loop, as KeyboardInterrupt
+        does), waiting at most `timeout` seconds a pass."""
+        while self.map:
+            self.poll(timeout)
+
+    def poll(self, timeout: float) -> None:
+        """One pass: ask what may have changed, wait for readiness, handle what is ready."""
+        for fd in self._to_ask():
+            self._ask(fd)
+        if self.rescan or self.told:
+            timeout = 0  # changed while asked (the server's maintenance runs then): ask again
+        for fd, events in self.epoll.poll(timeout):
+            self.asking.add(fd)  # its answers may change once it is handled
+            entry = self.registered.get(fd)
+            if entry is None:
+                continue
+            handled = self._handled(fd, entry, events)
+            if handled != events:
+                self._narrow(fd, entry)
+            if handled and self.map.get(fd) is entry.dispatcher:
+                wasyncore.readwrite(entry.dispatcher, handled)
+
+    def close(self) -> None:
+        self.epoll.close()
+
+    def reading(self, fd: int, dispatcher: Any) -> bool:
+        """Whether `fd` is registered for reading, for `dispatcher` (from any thread). A
+        registration loses reading only when it reported something not wanted (`_narrow`),
+        or when its dispatcher is gone: in the first case the descriptor is asked again
+        before the loop waits, so a thread that saw it registered need not wake the loop."""
+        entry = self.registered.get(fd)
+        return entry is not None and entry.dispatcher is dispatcher and bool(entry.flags & READ)
+
+    def _handled(self, fd: int, entry: Registration, events: int) -> int:
+        """What of `events` the dispatcher wants handled; asked again if it wanted less when
+        last asked (a request served then may have ended since, and it may read again)."""
+        if events & ~(entry.wanted | HANGUP) and self.map.get(fd) is entry.dispatcher:
+            entry.wanted = _flags(entry.dispatcher) & entry.flags
+        return events & (entry.wanted | HANGUP) if entry.wanted else 0
+
+    def _to_ask(self) -> set[int]:
+        asking, self.asking = self.asking, set()
+        while self.told:
+            asking.add(self.told.popleft())
+        if self.rescan:
+            self.rescan = False
+            asking.update(self.map)
+            asking.update(self.registered)  # closed since, perhaps without being told
+        return asking
+
+    def _ask(self, fd: int) -> None:
+        """Register `fd` for what its dispatcher now wants (nothing if it is gone), and keep
+        asking it while it is not idle."""
+        dispatcher = self.map.get(fd)
+        if dispatcher is None:
+            self._unregister(fd)
+            return
+        idle = getattr(type(dispatcher), "idle", None)  # not through wasyncore's __getattr__
+        if idle is None or not idle(dispatcher):
+            self.asking.add(fd)
+        if not self._register(fd, dispatcher, _flags(dispatcher)):
+            self.asking.add(fd)  # closed by its thread meanwhile: its removal is told
+
+    def _register(self, fd: int, dispatcher: Any, wanted: int) -> bool:
+        """Whether `fd` is now registered for at least what its dispatcher `wanted` (nothing
+        registered for nothing: epoll reports a hang-up even then, and a connection whose
+        request is being served would make every pass return at once)."""
+        entry = self.registered.get(fd)
+        if entry is not None and entry.dispatcher is dispatcher:
+            entry.wanted = wanted
+            if not wanted & ~entry.flags and not entry.flags & ~wanted & WRITE:
+                return True  # within the registration (but writability, reported at once)
+            flags = wanted | entry.flags & READ  # reading is narrowed only late (`_narrow`)
+            if not flags:
+                self._unregister(fd)
+                return True
+            try:
+                self.epoll.modify(fd, flags)
+            except OSError:
+                del self.registered[fd]
+                return False
+            entry.flags = flags
+            return True
+        self._unregister(fd)  # another dispatcher's, on a reused descriptor number
+        if not wanted:
+            return True
+        try:
+            self.epoll.register(fd, wanted)
+        except OSError:
+            return False
+        self.registered[fd] = Registration(dispatcher, wanted)
+        return True
+
+    def _narrow(self, fd: int, entry: Registration) -> None:
+        """Register `fd` for no more than its dispatcher wants: it reported something else."""
+        if not entry.wanted:
+            self._unregister(fd)
+            return
+        try:
+            self.epoll.modify(fd, entry.wanted)
+        except OSError:
+            del self.registered[fd]  # closed meanwhile: it is asked again at the next pass
+            return
+        entry.flags = entry.wanted
+
+    def _unregister(self, fd: int) -> None:
+        if self.registered.pop(fd, None) is None:
+            return
+        with suppress(OSError):  # closed already, which removed it from the set
+            self.epoll.unregister(fd)
+
+
+def _flags(dispatcher: Any) -> int:
+    """What waitress's `poll2` would register the dispatcher for."""
+    flags = READ if dispatcher.readable() else 0
+    if dispatcher.writable() and not dispatcher.accepting:
+        flags |= WRITE
+    return flags
