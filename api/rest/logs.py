@@ -1,18 +1,12 @@
 """Logs as a log pipeline reads them: one line per request, JSON or text, with a request id.
 
-Plain `logging` with a formatter of our own: every line, the server's own included, comes out in
-the chosen format, and a record's `fields` (passed as `extra={"fields": {...}}`) become keys of
-the JSON object or `key=value` pairs of the text line. A request line never holds a key, a body
-or a query string: only the request's shape and who made it.
-
-Lines are written off the request thread: the stdlib's QueueHandler puts each record on a queue
-as it is, and its QueueListener's thread formats and writes them to stderr in order, so request
-threads never queue on the stream's lock (a convoy that starved waitress's loop at 16
-connections). `logging.shutdown()` (at exit, and at a worker's end) writes what is queued.
-
-`X-Request-Id` is taken from the request when it is a plausible id (so a proxy's id carries
-through) and made otherwise; it is on every answer, errors included, and on every line logged
-about the request, so a 500's traceback can be found from the id the client saw.
+Every line, the server's own included, comes out in the chosen format; a record's `fields`
+(`extra={"fields": {...}}`) become JSON keys or `key=value` pairs. A request line holds no key,
+body or query string: only the request's shape and who made it. Lines are written off the
+request threads (the stdlib's QueueHandler and QueueListener): a handler lock held through each
+write was a convoy that starved waitress's loop at 16 connections. `X-Request-Id` is taken from
+the request when plausible (a proxy's id carries through), made otherwise, and is on every
+answer and every line about the request.
 """
 
 from __future__ import annotations
@@ -123,14 +117,9 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """`time LEVEL logger message key=value…`, then the traceback, if any, on its own lines.
-
-    What a client sent (a path, decoded: `%0A` is a line break) reaches the message and the
-    fields, so both are escaped: a control or line-separating character is written as `\\xNN` or
-    `\\uNNNN`, and a field value that could pass for more pairs (a space, `=`, a quote) is quoted
-    as JSON. One record is one line, whatever the request held. (JSON lines are escaped by
-    `json.dumps` already.)
-    """
+    """`time LEVEL logger message key=value…`, then any traceback. What a client sent reaches
+    the message and fields, so a control or line-separating character is escaped (`\\xNN`,
+    `\\uNNNN`) and a value that could pass for more pairs is quoted: one record, one line."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -221,11 +210,9 @@ class RequestLog:
 
 
 def new_request_id() -> str:
-    """128 random bits in hex, from the process's pseudo-random generator, not the kernel's:
-    `os.urandom` releases the interpreter lock around its system call, and at 16 connections
-    every release hands the lock to another thread and back (an id needs to be unique, not
-    secret). `random` reseeds from the kernel in every forked worker, so workers never share a
-    sequence."""
+    """128 random bits in hex from `random` (reseeded in every forked worker), not the kernel:
+    `os.urandom` releases the interpreter lock, a hand-off per request at 16 connections, and
+    an id needs to be unique, not secret."""
     return f"{random.getrandbits(128):032x}"
 
 

@@ -1,8 +1,8 @@
 """`titen serve`: the API under waitress, with a follower waking subscribers on every commit.
 
-Each open event stream or waiting long-poll holds a waitress worker thread while it waits, so
-the pool is sized as the request threads plus the subscriber limit: subscribers can never take
-the threads that serve leases and handoffs, and past the limit a subscriber is told 503.
+Each open event stream or waiting long-poll holds a request thread while it waits, so the pool
+is the request threads plus the subscriber limit: subscribers never take the threads that serve
+leases and handoffs, and past the limit a subscriber is told 503.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import socket
 from collections.abc import Callable
 
 from titen.api.rest.app import create_app
-from titen.api.rest.connections import BACKLOG, Server, allow_open_files, listen
+from titen.api.rest.connections import Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
 from titen.domain.webhooks import RetrySchedule
@@ -33,9 +33,14 @@ def listeners(
     """The API's listening socket and the metrics one (None unless --metrics-port), taken
     before the store is opened, so that a port in use is refused (CannotListen) before anything
     starts and before the log says the server is serving. With `reuse_port` the API's is only
-    bound, holding the port for workers that each listen on it (api/rest/prefork.py)."""
-    backlog = None if reuse_port else BACKLOG
-    sock = listen(settings.host, settings.port, backlog, reuse_port=reuse_port)
+    bound, holding the port for workers that each listen on it (api/rest/prefork.py), once a
+    plain bind has shown that nobody holds it (SO_REUSEPORT alone would join another server)."""
+    if reuse_port:
+        with listen(settings.host, settings.port, backlog=None) as free:
+            port = free.getsockname()[1]
+        sock = listen(settings.host, port, backlog=None, reuse_port=True)
+    else:
+        sock = listen(settings.host, settings.port)
     if settings.metrics_port is None:
         return sock, None
     try:

@@ -347,3 +347,26 @@ def test_a_burst_of_connections_reaches_every_worker(served):
         for connection in connections:
             connection.close()
     assert set(held) == child_pids(served.process.pid), held
+
+
+def test_a_second_server_of_workers_on_the_same_port_is_refused(served):
+    """SO_REUSEPORT alone would let a second server's workers join the first's port and take
+    half its connections: the port is first taken with a plain bind, which is refused."""
+    done = subprocess.run(
+        [
+            TITEN,
+            "serve",
+            "--workers",
+            "2",
+            "--port",
+            str(served.port),
+            "--database",
+            served.database,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{served.port}: the port is already in use" in done.stderr
+    assert listening_sockets(served.port) == WORKERS
