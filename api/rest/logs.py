@@ -37,6 +37,8 @@ UNMATCHED = "unmatched"
 anything a client sends)."""
 
 log = logging.getLogger("titen.requests")
+GATHER_SECONDS = 0.05
+"""How long the log's writer lets lines gather once it has written all it found queued."""
 _ENCODE = json.JSONEncoder(default=str).encode
 """One encoder for every JSON line (`json.dumps` with an option builds a new one per call)."""
 
@@ -84,8 +86,9 @@ class QueuedLines(QueueHandler):
         """A new queue and a listener on it, whose thread takes no signal: the supervisor of
         `titen serve --workers` waits for its signals with them blocked (`sigtimedwait`), and
         the kernel hands a signal to any thread that does not block it."""
-        self.queue = queue.SimpleQueue()
-        listener = QueueListener(self.queue, self.target)
+        lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+        self.queue = lines
+        listener = _GatheringListener(lines, self.target)
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
             listener.start()  # its thread inherits the mask
@@ -96,6 +99,24 @@ class QueuedLines(QueueHandler):
     def _listen_again(self) -> None:
         if self.listener is not None:
             self.listener = self._listen()
+
+
+class _GatheringListener(QueueListener):
+    """The stdlib's listener, which lets lines gather for GATHER_SECONDS once the queue is dry
+    before it waits on it again: under load it wakes a few times a second, not once per request
+    (each wake-up takes the interpreter lock from the request threads), and a lone line is
+    still written at once."""
+
+    def __init__(self, lines: queue.SimpleQueue[logging.LogRecord], target: logging.Handler):
+        super().__init__(lines, target)
+        self.lines = lines
+
+    def dequeue(self, block: bool) -> logging.LogRecord:
+        try:
+            return self.lines.get_nowait()
+        except queue.Empty:
+            time.sleep(GATHER_SECONDS)
+            return super().dequeue(block)
 
 
 class JsonFormatter(logging.Formatter):

@@ -9,7 +9,10 @@ import os
 import signal
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
+from tests.support import eventually
+from titen.api.rest import logs
 from titen.api.rest.logs import QueuedLines
 
 
@@ -98,4 +101,30 @@ def test_a_forked_child_writes_its_lines_through_a_listener_of_its_own():
         with os.fdopen(read_end) as written:
             assert written.read().splitlines() == ["from the child", "from the parent"]
     finally:
+        handler.close()
+
+
+def test_lines_queued_while_the_writer_rests_are_written_in_one_wake_up(monkeypatch):
+    """Once it has written all it found, the writer rests before it waits again, so lines
+    arriving meanwhile are written together: under load one wake-up serves many requests."""
+    rests: list[float] = []
+    allowed = threading.Semaphore(0)
+
+    def rest(seconds: float) -> None:
+        rests.append(seconds)
+        assert allowed.acquire(timeout=5)
+
+    monkeypatch.setattr(logs, "time", SimpleNamespace(sleep=rest))
+    stream = io.StringIO()
+    logger, handler, _ = writer_over(stream)
+    try:
+        eventually(lambda: len(rests) == 1, "the writer resting, with nothing queued")
+        for i in range(50):
+            logger.warning("%d", i)
+        allowed.release()
+        eventually(lambda: len(rests) == 2, "the writer resting again")
+        assert stream.getvalue().splitlines() == [str(i) for i in range(50)]
+        assert rests == [logs.GATHER_SECONDS] * 2
+    finally:
+        allowed.release()
         handler.close()
