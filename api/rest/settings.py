@@ -16,7 +16,7 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 the parent (api/rest/prefork.py) for its workers, read by api/rest/metrics.py."""
 
 DEFAULT_WORKERS = {"sqlite": 4, "postgres": 2}
-"""Server processes when --workers is not given, by backend, as measured (docs/performance.md)."""
+"""Server processes when --workers is not given, by backend, as measured."""
 
 
 @dataclass(frozen=True)
