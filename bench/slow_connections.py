@@ -6,7 +6,7 @@ one keyed client over one kept-alive connection: first with no other connection,
 half trickling a request head one header line every 5 s, then again with none. The target:
 every acquire is served, with a p50 within 5x of the p50 without them (the mean of the two
 unloaded phases). Waitress's loop visited every open connection on each pass; the server's own
-loop asks only those that may have changed (docs/security.md, api/rest/poller.py).
+loop asks only those that may have changed (docs/security.md, api/rest/connections.py).
 
 The server runs with `--request-head-timeout` set to `--head-timeout` (600 s), so that all the
 connections stay open for the whole phase: the worst case for the loop. With the default (10 s)

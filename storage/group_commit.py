@@ -6,14 +6,17 @@ flush. Commands arriving during a save queue here; the first then saves the whol
 transaction. This decides nothing: races are settled by optimistic concurrency, and a batch that
 fails on a version conflict or an existing kept row (storage/inline.py) is saved again one
 aggregate at a time, so only the command that lost its race sees the failure. On SQLite the
-workers of one server also take turns (`Turn`): a leader waits for the turn before taking its
-batch, so commands keep joining while another process saves, rather than meeting at SQLite's
-lock, whose busy handler sleeps 1 to 10 ms at a time. PostgreSQL's writers queue on its lock.
+workers of one server also take turns (`FileTurn`, a file lock the kernel passes on at once):
+a leader waits for the turn before taking its batch, so commands keep joining while another
+process saves, rather than meeting at SQLite's lock, whose busy handler sleeps 1 to 10 ms.
+PostgreSQL's writers queue on its lock.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,10 +30,6 @@ from titen.storage.inline import KEPT, RowExists
 log = logging.getLogger("titen.app")
 
 MAX_BATCH = 64
-TURN_WAIT_SECONDS = 2.0
-"""How long a leader waits for its turn before saving without it (the store's own lock, with its
-own bound, then orders it): a healthy turn lasts one save, milliseconds, so a longer wait means
-its holder is stuck (paused, or waiting on a store that does not answer)."""
 
 Save = Callable[..., list[Recording[UUID]]]
 
@@ -43,11 +42,39 @@ def _asleep() -> threading.Lock:
 
 
 class Turn(Protocol):
-    """Taken by one save at a time across processes (storage/shared_mutex.py)."""
+    """Taken by one save at a time across processes (`FileTurn`)."""
 
-    def acquire(self, timeout: float) -> bool: ...
+    def acquire(self) -> None: ...
 
     def release(self) -> None: ...
+
+
+class FileTurn:
+    """A turn the processes of one server take through an exclusive `flock` of one file, each
+    opening it for itself (a lock belongs to an open file, so one inherited across a fork would
+    be shared). The kernel gives it up when its holder exits, however it dies; a holder that is
+    frozen (SIGSTOP) holds the others' saves until it runs again, as it holds SQLite's lock."""
+
+    def __init__(self, path: str):
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._threads = threading.Lock()  # one holder in this process too: the lock is per file
+
+    def acquire(self) -> None:
+        self._threads.acquire()
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._threads.release()
+            raise
+
+    def release(self) -> None:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 @dataclass(eq=False)
@@ -171,7 +198,8 @@ def _acquire(turn: Turn) -> bool:
     """Whether the turn was had; a turn that fails is logged and done without (the store's own
     lock orders the save then), so no command waits on a broken turn."""
     try:
-        return turn.acquire(TURN_WAIT_SECONDS)
+        turn.acquire()
     except OSError:
         log.exception("the write turn failed: saving without it")
         return False
+    return True

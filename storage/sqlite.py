@@ -3,14 +3,14 @@ the read models written in each command's own transaction (storage/inline.py).""
 
 from __future__ import annotations
 
-import ctypes
 import logging
+import mmap
 import sqlite3
+import struct
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from multiprocessing.sharedctypes import RawValue
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, StoredEvent
@@ -55,12 +55,33 @@ NOT_DUE = -1
 """`Progress.restart_below` while no write has to finish a checkpoint."""
 
 
-class Progress(ctypes.Structure):
+class Progress:
     """Where the WAL's checkpoints stand: the rows committed since the last one, and the WAL's
     frames at the last one until a write has seen the WAL start over (`Checkpointer.finish`;
-    NOT_DUE once one has). Plain memory, or memory the workers of one server share."""
+    NOT_DUE once one has). Plain memory, or (`shared`) an anonymous shared mapping, which the
+    processes forked after it is made see as one."""
 
-    _fields_ = (("rows", ctypes.c_long), ("restart_below", ctypes.c_long))
+    _FIELD = struct.Struct("q")  # each field a 64-bit word of its own, written alone
+
+    def __init__(self, shared: bool = False):
+        self._memory = mmap.mmap(-1, 16) if shared else bytearray(16)
+        self.restart_below = NOT_DUE
+
+    @property
+    def rows(self) -> int:
+        return int(self._FIELD.unpack_from(self._memory, 0)[0])
+
+    @rows.setter
+    def rows(self, value: int) -> None:
+        self._FIELD.pack_into(self._memory, 0, value)
+
+    @property
+    def restart_below(self) -> int:
+        return int(self._FIELD.unpack_from(self._memory, 8)[0])
+
+    @restart_below.setter
+    def restart_below(self, value: int) -> None:
+        self._FIELD.pack_into(self._memory, 8, value)
 
 
 class Checkpointer:
@@ -81,7 +102,7 @@ class Checkpointer:
         self._db_name = db_name
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._progress = Progress(0, NOT_DUE)
+        self._progress = Progress()
         """This process's, or (`share`) that of every worker process of its server."""
         self._due = threading.Event()
         self._closing = False
@@ -171,7 +192,7 @@ class Checkpointer:
 def shared_progress() -> Progress:
     """A Progress in memory that forked processes share: made by a server before it forks its
     workers, then kept by each worker's Checkpointer (`Checkpointer.share`)."""
-    return RawValue(Progress, 0, NOT_DUE)
+    return Progress(shared=True)
 
 
 def _checkpoint(connection: sqlite3.Connection | sqlite3.Cursor) -> int | None:

@@ -81,6 +81,14 @@ def add_commands(commands: Any) -> None:
         "closed (default: %(default)s)",
     )
     serve.add_argument(
+        "--request-body-timeout",
+        type=_seconds,
+        default=DEFAULTS.request_body_timeout,
+        metavar="SECONDS",
+        help="seconds a request's body may take to arrive after its head before the request "
+        "is answered 408 and its connection closed (default: %(default)s)",
+    )
+    serve.add_argument(
         "--connection-limit",
         type=int,
         default=DEFAULTS.connection_limit,
@@ -168,6 +176,7 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         max_subscribers_per_org=per_org,
         max_subscribers_per_principal=per_principal,
         request_head_timeout=args.request_head_timeout,
+        request_body_timeout=args.request_body_timeout,
         connection_limit=args.connection_limit,
         heartbeat_seconds=args.heartbeat_seconds,
         metrics_port=args.metrics_port,
@@ -199,6 +208,17 @@ def _workers(text: str) -> int:
     if not 1 <= count <= 256:
         raise argparse.ArgumentTypeError(f"{text!r} is not a worker count (1-256)")
     return count
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds above 0 (and finite)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return seconds
 
 
 def _port(text: str) -> int:

@@ -1,12 +1,9 @@
 """An ASGI application served from the WSGI server's threads: one event loop per process.
 
-The MCP SDK's Streamable HTTP transport is ASGI on anyio; titen is Falcon on waitress, with
-pre-forked workers (api/rest/prefork.py). Each process that answers a request for the app starts,
-once, a thread running an asyncio loop, enters the app's lifespan there, and from then on hands
-each request to it through `a2wsgi`, which carries the body in and the answer out between the
-request's thread and the loop (a well-kept library for what would otherwise be hand-made
-queues and locks). The loop starts on first use, never in a parent before `fork` (a forked copy
-of a loop thread would not run), and an app that is never asked starts nothing.
+The MCP SDK's Streamable HTTP transport is ASGI on anyio; titen is Falcon on waitress. Each
+process that answers a request for the app starts, once, a thread running an asyncio loop,
+enters the app's lifespan there, and hands each request to it through `a2wsgi`. The loop starts
+on first use, never in a parent before `fork` (a forked copy of a loop thread would not run).
 """
 
 from __future__ import annotations

@@ -1,37 +1,14 @@
-"""Waitress with the limits an open port needs: its own knobs set high, and what it lacks added.
+"""Waitress, the one place its internals are extended: a server for an open port.
 
 Anyone who can reach the port can open connections without a key, so connections must be cheap
-and bounded in time, not scarce: waitress's connection limit is raised far above the worker
-threads, its loop polls through epoll (select stops at 1,024 descriptors) and the process may
-open that many files. What waitress does not offer is added in small subclasses:
-
-- `Channel` closes a connection that has not sent a complete request head within
-  `request_head_timeout` seconds of opening it (or of sending the first byte of a later
-  request on it), so trickling one header line at a time holds nothing for long;
-- `BoundedRequest` refuses obs-fold header lines and a request framed by both Content-Length
-  and Transfer-Encoding (400, connection closed), and a body over `MAX_BODY_BYTES` (declared,
-  or chunked as it arrives) having read no more than that, where waitress would spool up to
-  1 GiB to a file first;
-- `EnvelopeError` answers waitress's own refusals (400, 413, 431, 500) in the JSON envelope
-  (on `/mcp`, a JSON-RPC error),
-  then lets the client finish sending before closing (a close with unread input resets the
-  connection, and the client may lose the answer it was about to read);
-- `Task` ends a HEAD answer at its head: waitress writes the last-chunk marker of a chunked
-  answer (an event stream's) even for HEAD, a stray body that corrupts the connection's next
-  answer; and it sends an answer's head with the first bytes of its body, not alone;
-- `Server.readable` accepts new connections only while this worker's share of them allows
-  (api/rest/balance.py), when it is one of several workers on one port;
-- `Server.run` polls with `Poller` (api/rest/poller.py), which asks again only the connections
-  that may have changed, not every open one at every pass: `Channel.idle` says when one need
-  not be asked, and `Channel.tell_loop` is how a request's thread says it changed; and
-  `Server.pull_trigger` does not wake the loop at a request's end when the client's next
-  request will (`Channel.loop_will_hear`), where waitress's thread wakes it after every
-  request;
-- `Channel.watch` (offered to the app as `WATCH_CLIENT` in the request's environ) keeps reading
-  a connection while its request waits, as a stream or a long-poll does, so that a client
-  closing it is seen at once, and the waiter woken, instead of at the next write (waitress
-  reads a connection only between requests unless it pipelines, which would cut off a client
-  that half-closes after sending its request).
+and bounded in time: waitress's connection limit is raised far above its threads and the loop
+polls through epoll. The overrides, each for a reason given where it is made: the request
+parser refuses what RFC 9112 says to refuse and bodies over the limit as they arrive; refusals
+answer in the JSON envelope and close lingering; a HEAD answer ends at its head, and a head goes
+out with its body's first bytes; a connection has a deadline for its head and for its body; a
+request waiting on a stream watches its connection; and the loop (`Poller`) asks only the
+connections that may have changed, not every open one at every pass (waitress's `poll2` took
+2.5 ms a pass at 2,000 open connections, and every request waited through it).
 """
 
 from __future__ import annotations
@@ -41,25 +18,26 @@ import json
 import logging
 import re
 import resource
+import select
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
+from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.buffers import ReadOnlyFileBasedBuffer
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
-from waitress.utilities import RequestEntityTooLarge
+from waitress.utilities import Error, RequestEntityTooLarge
 
-from titen.api.rest.balance import Share
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for, envelope
-from titen.api.rest.poller import Poller
 from titen.api.rest.settings import ServerSettings
 from titen.api.rest.signals import stop_requested
 
@@ -70,6 +48,9 @@ _serving = threading.local()
 MAX_HEAD_BYTES = 64 * 1024
 OBS_FOLD = re.compile(rb"\r\n[ \t]")
 """A header line that begins with a space or a tab: it continues the line before (obs-fold)."""
+HOST = re.compile(rb"\r\nhost:", re.IGNORECASE)
+TRANSFER_ENCODING = re.compile(rb"\r\ntransfer-encoding:([^\r]*)", re.IGNORECASE)
+VERSIONS = ("1.0", "1.1")
 BACKLOG = 2048
 LINGER_SECONDS = 2.0
 """How long a refused connection stays open after the answer, so the client can read it."""
@@ -88,25 +69,45 @@ loop) when it goes (api/rest/subscribers.py uses it). Absent in-process (falcon'
 never gone."""
 
 
-class BoundedRequest(HTTPRequestParser):
-    """A request parser that refuses an over-limit body as soon as it is known to be one.
+class RequestTimeout(Error):
+    code = 408
+    reason = "Request Timeout"
 
-    A declared Content-Length over the limit is refused with the head; a chunked body once its
-    decoded bytes pass the limit. Waitress's own check refuses a body *equal* to its setting, so
-    the exact limit is checked here and waitress's is set above it.
-    """
+
+class VersionNotSupported(Error):
+    code = 505
+    reason = "HTTP Version Not Supported"
+
+
+class BoundedRequest(HTTPRequestParser):
+    """A request parser that refuses an over-limit body as soon as it is known to be one (a
+    declared Content-Length with the head, a chunked body once its decoded bytes pass the
+    limit); waitress's own check refuses a body *equal* to its setting, so it is set above."""
 
     completed: bool  # waitress's: the request has been read whole (or refused)
+    body_rcv: Any  # waitress's: the body's receiver, None until the head declares a body
+    body_started: float | None = None
+    """When its head ended, while its body is awaited (`Channel.received`)."""
 
     def parse_header(self, header_plus: bytes) -> None:
-        """Waitress's parse, refusing (400, and the connection closed after the answer) what
+        """Waitress's parse, refusing (and closing the connection after the answer) what
         RFC 9112 leaves a server no safe reading of: a header line folded onto the one before
-        (obs-fold, §5.2) and a body framed both by Content-Length and Transfer-Encoding (§6.1:
-        a proxy in front may have framed it the other way, and read a second, smuggled
-        request from its end)."""
+        (obs-fold, §5.2), an HTTP/1.1 request without exactly one Host (§3.2), a version
+        other than 1.0 and 1.1 (505), more than one transfer coding (§6.1: only `chunked` is
+        known), and a body framed both by Content-Length and Transfer-Encoding (§6.1: a proxy
+        in front may have framed it the other way, and read a second, smuggled request)."""
         if OBS_FOLD.search(header_plus):
             raise ParsingError("a header line may not continue the one before (obs-fold)")
+        codings = b",".join(TRANSFER_ENCODING.findall(header_plus)).split(b",")
+        if len(codings) > 1:
+            raise ParsingError("Transfer-Encoding must be exactly chunked")
         super().parse_header(header_plus)
+        if self.version not in VERSIONS:
+            self.error = VersionNotSupported(f"HTTP/{self.version[:16]}")
+            self.body_rcv, self.chunked, self.content_length = None, False, 0
+            return
+        if self.version == "1.1" and len(HOST.findall(header_plus)) != 1:
+            raise ParsingError("an HTTP/1.1 request needs exactly one Host header")
         framed = self.chunked or "TRANSFER_ENCODING" in self.headers
         if framed and "CONTENT_LENGTH" in self.headers:
             raise ParsingError("a request may not carry both Content-Length and Transfer-Encoding")
@@ -138,10 +139,15 @@ class EnvelopeError(ErrorTask):
         self.set_close_on_finish()
         self.content_length = len(body)
         self.write(body)
-        self.channel.linger_after_close = True
+        # A body too slow in coming is no answer still being sent: it is closed at once.
+        self.channel.linger_after_close = status != RequestTimeout.code
 
 
 def _message(status: int, detail: str) -> str:
+    if status == 408:
+        return f"The request body did not arrive within {detail:g} s."
+    if status == 505:
+        return f"{detail} is not supported: this server speaks HTTP/1.0 and HTTP/1.1."
     if status == 413:
         return DEFAULT_MESSAGES[413]
     if status == 431:
@@ -192,6 +198,7 @@ class Channel(HTTPChannel):
     """One client connection, with a deadline on each request head and a lingering close."""
 
     parser_class = BoundedRequest
+    request: BoundedRequest | None = None  # waitress's: the request being read
     task_class = Task
     error_task_class = EnvelopeError
     linger_after_close = False
@@ -214,11 +221,33 @@ class Channel(HTTPChannel):
 
     def received(self, data: bytes) -> bool:
         accepted = super().received(data)
-        if self.request is None or self.request.headers_finished:
+        request = self.request
+        if request is None or request.headers_finished:
             self.head_started = None  # between requests: waitress's idle timeout applies
+            if request is not None and request.body_started is None:
+                request.body_started = time.time()
         elif self.head_started is None:
             self.head_started = time.time()
         return accepted
+
+    def body_overdue(self, now: float, timeout: float) -> bool:
+        """Whether the body now being read began more than `timeout` seconds ago."""
+        request = self.request
+        started = None if request is None else request.body_started
+        return started is not None and now - started > timeout
+
+    def time_out_body(self, timeout: float) -> None:
+        """Answer the request whose body is overdue with 408, as waitress answers a request it
+        refuses (its error task), and close the connection after it."""
+        with self.requests_lock:
+            request, self.request = self.request, None
+            if request is None:
+                return
+            request.error = RequestTimeout(timeout)
+            request.completed = True
+            self.requests.append(request)
+            if len(self.requests) == 1:  # else the request before it starts its task
+                self.server.add_task(self)
 
     def head_overdue(self, now: float, timeout: float) -> bool:
         """Whether this connection has spent longer than `timeout` sending one request head."""
@@ -238,9 +267,8 @@ class Channel(HTTPChannel):
 
     def idle(self) -> bool:
         """Whether the loop may stop asking this connection `readable()` and `writable()`
-        until its socket is ready or a thread tells it (`tell_loop`, api/rest/poller.py): no
-        request is being served on it, or only one that waits watching it (`watch`), whose
-        thread tells the loop of each write and of its end."""
+        until its socket is ready or a thread tells it (`tell_loop`): no request is served on
+        it, or only one watching it (`watch`), whose thread tells the loop of each change."""
         return not self.requests or self.on_gone is not None
 
     def service(self) -> None:
@@ -311,16 +339,10 @@ class Channel(HTTPChannel):
         return bool(self.will_close or self.total_outbufs_len >= self.adj.outbuf_high_watermark)
 
     def write_soon(self, data: bytes | ReadOnlyFileBasedBuffer) -> int:
-        """Waitress's, with the loop told to keep off while the request's thread writes.
-
-        The thread appends to the output buffer and sends it at once, both holding the
-        buffer's lock. Meanwhile waitress's loop saw a buffer with output and a writable
-        socket, so `poll` returned at once, and `handle_write` could not take the lock: the
-        loop spun, scanning every connection each pass and taking the interpreter lock from
-        the very thread it waited for (27 passes per acquire at 16 connections,
-        docs/performance.md "Round seven"). Whatever the thread could not send is the
-        loop's once it is done, so it wakes the loop then.
-        """
+        """Waitress's, with the loop told to keep off while the request's thread writes: the
+        loop, seeing output and a writable socket but not the buffer's lock, spun and took the
+        interpreter lock from the thread it waited for. What the thread could not send is the
+        loop's once it is done, so it wakes the loop then."""
         if self.holding:
             self.holding, self.held = False, data
             return len(data)
@@ -358,12 +380,9 @@ class Channel(HTTPChannel):
             self._close_now()
 
     def handle_close(self) -> None:
-        """Close; after a refusal, first stop writing and read what the client still sends.
-
-        Closing with unread input makes the kernel reset the connection, and a client still
-        sending may then lose the answer before reading it. So the connection stays open for
-        LINGER_SECONDS after the answer, taking (and discarding) up to LINGER_BYTES more.
-        """
+        """Close; after a refusal, first stop writing and read (and drop) what the client still
+        sends, for LINGER_SECONDS: closing with unread input resets the connection, and a
+        client still sending could lose the answer before reading it."""
         if self.draining_until or not self.linger_after_close:
             self._close_now()
             return
@@ -398,13 +417,9 @@ class Dispatcher(ThreadedTaskDispatcher):
 
 
 class Server(TcpWSGIServer):
-    """Waitress's TCP server with `Channel` connections and their deadlines enforced.
-
-    When it stops (SIGTERM, Ctrl-C), open event streams end and waiting long-polls answer at
-    once with what they have, as if their clients had gone: their clients resume from their
-    cursors on another server, and the stop does not wait out waitress's 5 s for those
-    threads (docs/operations.md).
-    """
+    """Waitress's TCP server with `Channel` connections and their deadlines enforced. When it
+    stops (SIGTERM, Ctrl-C), open streams end and waiting long-polls answer at once, as if
+    their clients had gone, rather than holding the stop for waitress's 5 s."""
 
     channel_class = Channel
     stopping = False
@@ -415,12 +430,8 @@ class Server(TcpWSGIServer):
         settings: ServerSettings,
         threads: int,
         sock: socket.socket,
-        share: Share | None = None,
     ):
-        """Serve on `sock`, a listening socket opened by `listen` (perhaps in a parent process
-        and shared by several workers, each accepting from the same queue, as far as its
-        `share` of the connections allows)."""
-        self.share = share
+        """Serve on `sock`, a listening socket opened by `listen`."""
         adjustments = Adjustments(
             host=settings.host,
             port=settings.port,
@@ -437,6 +448,7 @@ class Server(TcpWSGIServer):
         dispatcher.before_shutdown = self._end_waits
         dispatcher.set_thread_count(threads)
         self.request_head_timeout = settings.request_head_timeout
+        self.request_body_timeout = settings.request_body_timeout
         dispatchers: dict[int, Any] = {}
         self.poller = Poller(dispatchers)
         super().__init__(
@@ -448,16 +460,6 @@ class Server(TcpWSGIServer):
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
             bind_socket=False,
         )
-        if share is not None:
-            share.bell(self._map)
-
-    def readable(self) -> bool:
-        """Waitress's answer (at every pass of the loop): whether to accept connections now,
-        which one of several workers does only while it holds no more than its share."""
-        able = bool(super().readable())
-        if self.share is None:
-            return able
-        return self.share.accepts(len(self.active_channels), able)
 
     def run(self) -> None:
         """Waitress's loop, polled by `Poller` rather than waitress's `poll2`; stopped as
@@ -465,18 +467,9 @@ class Server(TcpWSGIServer):
         try:
             self.poller.loop(self.adj.asyncore_loop_timeout)
         except (SystemExit, KeyboardInterrupt):
-            self._stop_sharing()
             self.task_dispatcher.shutdown()
         finally:
-            self._stop_sharing()
             self.poller.close()
-
-    def _stop_sharing(self) -> None:
-        """Tell the other workers this one accepts no more, as soon as its loop has ended: it
-        may hold the fewest connections, and the others must not wait on it while its
-        requests finish (up to waitress's 5 s) and the supervisor reaps it."""
-        if self.share is not None:
-            self.share.accepts(len(self.active_channels), able=False)
 
     def pull_trigger(self) -> None:
         """Waitress's wake-up of the loop, skipped when a request's thread ends its request
@@ -503,29 +496,37 @@ class Server(TcpWSGIServer):
                 channel._close_now()
             elif channel.head_overdue(now, self.request_head_timeout):
                 channel.will_close = True
+            elif channel.body_overdue(now, self.request_body_timeout):
+                channel.time_out_body(self.request_body_timeout)
 
 
 class CannotListen(Exception):
     """The server could not take its address (in use, not this machine's, not allowed)."""
 
 
-def listen(host: str, port: int, backlog: int = BACKLOG, doing: str = "listen on") -> socket.socket:
-    """A listening TCP socket on the first address `host` resolves to (as waitress would pick);
-    CannotListen saying why (`cannot {doing} HOST:PORT: ...`) if it cannot be had.
-
-    Opened before the store and before any worker starts, so that every worker accepts from
-    this one socket: the port is taken once, a port in use is refused before anything else
-    happens, and `port` 0 gives all of them the same free port.
-    """
+def listen(
+    host: str,
+    port: int,
+    backlog: int | None = BACKLOG,
+    doing: str = "listen on",
+    reuse_port: bool = False,
+) -> socket.socket:
+    """A listening TCP socket on the first address `host` resolves to (as waitress would pick),
+    or only bound if `backlog` is None; CannotListen saying why (`cannot {doing} HOST:PORT:
+    ...`) if it cannot be had. With `reuse_port` (SO_REUSEPORT) other sockets of this user
+    that set it too may take the same port, and the kernel shares connections between them."""
     sock = None
     try:
         family, kind, proto, address = Adjustments(host=host, port=port).listen[0]
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind(address)
-        sock.listen(backlog)
+        if backlog is not None:
+            sock.listen(backlog)
     except OSError as exc:
         if sock is not None:
             sock.close()
@@ -542,3 +543,170 @@ def allow_open_files(wanted: int) -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         soft = target
     return soft
+
+
+READ = select.EPOLLIN | select.EPOLLPRI
+WRITE = select.EPOLLOUT
+HANGUP = select.EPOLLHUP | select.EPOLLERR
+"""Reported whatever a descriptor is registered for."""
+
+
+class Registration:
+    """A descriptor's entry in the epoll set: whose it is, what it is registered for, and what
+    its dispatcher wanted when last asked (never more than registered)."""
+
+    __slots__ = ("dispatcher", "flags", "wanted")
+
+    def __init__(self, dispatcher: Any, flags: int):
+        self.dispatcher = dispatcher
+        self.flags = self.wanted = flags
+
+
+class Poller:
+    """One server's loop over `map` (descriptor -> dispatcher), which other threads may change.
+
+    Registrations stay in one epoll set between passes, and a pass asks `readable()` and
+    `writable()` again only of what may have changed: the dispatchers not idle when last asked
+    (`idle()`, asked first; one without it never is), those ready or opened or closed since,
+    those a thread told of (`changed`), and all at the pass after `rescan`. A registration is
+    widened at once but narrowed only when it reports something not wanted: a keep-alive
+    connection wants nothing while its request is served and to read again after, and narrowing
+    at once cost two `epoll_ctl` calls per request."""
+
+    def __init__(self, map: dict[int, Any]):
+        self.map = map
+        self.epoll = select.epoll()
+        self.rescan = True
+        """Ask every dispatcher at the next pass (the first pass does)."""
+        self.registered: dict[int, Registration] = {}
+        self.asking: set[int] = set()
+        """The descriptors to ask at the next pass: not idle, or ready at the last pass."""
+        self.told: deque[int] = deque()
+        """Descriptors other threads said may have changed (appended and popped atomically)."""
+
+    def changed(self, fd: int | None) -> None:
+        """Ask `fd` again at the next pass (from any thread): a dispatcher was added or removed
+        there, or its answers may have changed. Whoever calls this wakes the loop if it must
+        act soon (the server's trigger); the pass after the next wakeup asks it anyway."""
+        if fd is not None:
+            self.told.append(fd)
+
+    def loop(self, timeout: float) -> None:
+        """Poll until the map is empty (or an exception ends the loop, as KeyboardInterrupt
+        does), waiting at most `timeout` seconds a pass."""
+        while self.map:
+            self.poll(timeout)
+
+    def poll(self, timeout: float) -> None:
+        """One pass: ask what may have changed, wait for readiness, handle what is ready."""
+        for fd in self._to_ask():
+            self._ask(fd)
+        if self.rescan or self.told:
+            timeout = 0  # changed while asked (the server's maintenance runs then): ask again
+        for fd, events in self.epoll.poll(timeout):
+            self.asking.add(fd)  # its answers may change once it is handled
+            entry = self.registered.get(fd)
+            if entry is None:
+                continue
+            handled = self._handled(fd, entry, events)
+            if handled != events:
+                self._narrow(fd, entry)
+            if handled and self.map.get(fd) is entry.dispatcher:
+                wasyncore.readwrite(entry.dispatcher, handled)
+
+    def close(self) -> None:
+        self.epoll.close()
+
+    def reading(self, fd: int, dispatcher: Any) -> bool:
+        """Whether `fd` is registered for reading, for `dispatcher` (from any thread). A
+        registration loses reading only when it reported something not wanted (`_narrow`),
+        or when its dispatcher is gone: in the first case the descriptor is asked again
+        before the loop waits, so a thread that saw it registered need not wake the loop."""
+        entry = self.registered.get(fd)
+        return entry is not None and entry.dispatcher is dispatcher and bool(entry.flags & READ)
+
+    def _handled(self, fd: int, entry: Registration, events: int) -> int:
+        """What of `events` the dispatcher wants handled; asked again if it wanted less when
+        last asked (a request served then may have ended since, and it may read again)."""
+        if events & ~(entry.wanted | HANGUP) and self.map.get(fd) is entry.dispatcher:
+            entry.wanted = _flags(entry.dispatcher) & entry.flags
+        return events & (entry.wanted | HANGUP) if entry.wanted else 0
+
+    def _to_ask(self) -> set[int]:
+        asking, self.asking = self.asking, set()
+        while self.told:
+            asking.add(self.told.popleft())
+        if self.rescan:
+            self.rescan = False
+            asking.update(self.map)
+            asking.update(self.registered)  # closed since, perhaps without being told
+        return asking
+
+    def _ask(self, fd: int) -> None:
+        """Register `fd` for what its dispatcher now wants (nothing if it is gone), and keep
+        asking it while it is not idle."""
+        dispatcher = self.map.get(fd)
+        if dispatcher is None:
+            self._unregister(fd)
+            return
+        idle = getattr(type(dispatcher), "idle", None)  # not through wasyncore's __getattr__
+        if idle is None or not idle(dispatcher):
+            self.asking.add(fd)
+        if not self._register(fd, dispatcher, _flags(dispatcher)):
+            self.asking.add(fd)  # closed by its thread meanwhile: its removal is told
+
+    def _register(self, fd: int, dispatcher: Any, wanted: int) -> bool:
+        """Whether `fd` is now registered for at least what its dispatcher `wanted` (nothing
+        registered for nothing: epoll reports a hang-up even then, and a connection whose
+        request is being served would make every pass return at once)."""
+        entry = self.registered.get(fd)
+        if entry is not None and entry.dispatcher is dispatcher:
+            entry.wanted = wanted
+            if not wanted & ~entry.flags and not entry.flags & ~wanted & WRITE:
+                return True  # within the registration (but writability, reported at once)
+            flags = wanted | entry.flags & READ  # reading is narrowed only late (`_narrow`)
+            if not flags:
+                self._unregister(fd)
+                return True
+            try:
+                self.epoll.modify(fd, flags)
+            except OSError:
+                del self.registered[fd]
+                return False
+            entry.flags = flags
+            return True
+        self._unregister(fd)  # another dispatcher's, on a reused descriptor number
+        if not wanted:
+            return True
+        try:
+            self.epoll.register(fd, wanted)
+        except OSError:
+            return False
+        self.registered[fd] = Registration(dispatcher, wanted)
+        return True
+
+    def _narrow(self, fd: int, entry: Registration) -> None:
+        """Register `fd` for no more than its dispatcher wants: it reported something else."""
+        if not entry.wanted:
+            self._unregister(fd)
+            return
+        try:
+            self.epoll.modify(fd, entry.wanted)
+        except OSError:
+            del self.registered[fd]  # closed meanwhile: it is asked again at the next pass
+            return
+        entry.flags = entry.wanted
+
+    def _unregister(self, fd: int) -> None:
+        if self.registered.pop(fd, None) is None:
+            return
+        with suppress(OSError):  # closed already, which removed it from the set
+            self.epoll.unregister(fd)
+
+
+def _flags(dispatcher: Any) -> int:
+    """What waitress's `poll2` would register the dispatcher for."""
+    flags = READ if dispatcher.readable() else 0
+    if dispatcher.writable() and not dispatcher.accepting:
+        flags |= WRITE
+    return flags

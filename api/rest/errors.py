@@ -39,6 +39,7 @@ CODES = {
     403: "FORBIDDEN",
     404: "NOT_FOUND",
     405: "METHOD_NOT_ALLOWED",
+    408: "REQUEST_TIMEOUT",
     409: "CONFLICT",
     413: "PAYLOAD_TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
@@ -47,6 +48,7 @@ CODES = {
     500: "INTERNAL",
     501: "NOT_IMPLEMENTED",
     503: "UNAVAILABLE",
+    505: "HTTP_VERSION_NOT_SUPPORTED",
 }
 DEFAULT_MESSAGES = {
     401: "A valid API key is required: authorization: Bearer <key>.",

@@ -1,23 +1,12 @@
 """Logs as a log pipeline reads them: one line per request, JSON or text, with a request id.
 
-Plain `logging` with a formatter of our own: every line, the server's own included, comes out in
-the chosen format, and a record's `fields` (passed as `extra={"fields": {...}}`) become keys of
-the JSON object or `key=value` pairs of the text line. A request line never holds a key, a body
-or a query string: only the request's shape and who made it.
-
-Lines are written off the request thread: a request thread only puts its record on a queue
-(no lock, no I/O, no formatting), and one writer thread per process formats and writes them to
-stderr in the order they were put (`QueuedLines`). A contended handler lock was a convoy: 16
-request threads queued on it behind each other's writes and starved waitress's I/O loop
-(docs/performance.md, issue 21). The writer wakes for a line, writes it and whatever else is
-queued in as few writes as keep lines whole (`atomic_chunks`), then lets lines gather for
-`GATHER_SECONDS` before looking again: under load a request costs no thread wake-up of its own,
-and a line still reaches stderr within a fraction of a second. `logging.shutdown()` (at exit,
-and at a worker's end) writes what is still queued, so a SIGTERM loses no line.
-
-`X-Request-Id` is taken from the request when it is a plausible id (so a proxy's id carries
-through) and made otherwise; it is on every answer, errors included, and on every line logged
-about the request, so a 500's traceback can be found from the id the client saw.
+Every line, the server's own included, comes out in the chosen format; a record's `fields`
+(`extra={"fields": {...}}`) become JSON keys or `key=value` pairs. A request line holds no key,
+body or query string: only the request's shape and who made it. Lines are written off the
+request threads (the stdlib's QueueHandler and QueueListener): a handler lock held through each
+write was a convoy that starved waitress's loop at 16 connections. `X-Request-Id` is taken from
+the request when plausible (a proxy's id carries through), made otherwise, and is on every
+answer and every line about the request.
 """
 
 from __future__ import annotations
@@ -28,13 +17,11 @@ import os
 import queue
 import random
 import re
-import select
 import signal
 import sys
-import threading
 import time
 from datetime import UTC, datetime
-from logging.handlers import QueueHandler
+from logging.handlers import QueueHandler, QueueListener
 from typing import Any
 
 import falcon
@@ -51,7 +38,7 @@ anything a client sends)."""
 
 log = logging.getLogger("titen.requests")
 GATHER_SECONDS = 0.05
-"""How long the log writer lets lines gather after a write before it looks at the queue again."""
+"""How long the log's writer lets lines gather once it has written all it found queued."""
 _ENCODE = json.JSONEncoder(default=str).encode
 """One encoder for every JSON line (`json.dumps` with an option builds a new one per call)."""
 
@@ -74,152 +61,62 @@ def configure(format: str) -> None:
 
 
 class QueuedLines(QueueHandler):
-    """A handler that only queues records; a thread of its own hands them to `target` in order.
+    """The stdlib's QueueHandler, with a QueueListener writing to `target`, made and ended with
+    it. A record is queued as it is: the listener's thread formats it (the standard `prepare`
+    formats on the logging thread, most of a line's cost). A forked child gets a queue and a
+    listener of its own: the parent's thread does not exist there."""
 
-    Nothing is done to a record on the logging thread: it is queued as it is and formatted by
-    the writer (the standard `prepare` formats and copies it on the caller's thread, most of a
-    line's cost). The queue is a `SimpleQueue`, safe without the handler's lock, so the lock is
-    not taken either. A forked worker gets a queue and a writer of its own (the parent's thread
-    does not exist in the child); closing the handler, as `logging.shutdown()` does, writes
-    everything queued before it returns.
-    """
-
-    def __init__(self, target: logging.StreamHandler):
+    def __init__(self, target: logging.Handler):
         super().__init__(queue.SimpleQueue())
         self.target = target
-        self._writer: _Writer | None = self._start()
-        os.register_at_fork(after_in_child=self._restart)
-
-    def createLock(self) -> None:
-        """No lock: putting on a SimpleQueue is atomic (Handler.acquire skips a None lock)."""
-        self.lock = None
+        self.listener: QueueListener | None = self._listen()
+        os.register_at_fork(after_in_child=self._listen_again)
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
         return record
 
     def close(self) -> None:
-        """Write what is queued, then stop the writer (idempotent)."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.stop()
-        self.target.flush()
+        """Write what is queued, then stop the listener (idempotent)."""
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            listener.stop()
         super().close()
 
-    def _start(self) -> _Writer:
-        """A new queue (the handler's) and a writer thread taking from it, which takes no
-        signal.
-
-        The kernel hands a signal sent to the process to any thread that does not block it.
-        `titen serve --workers`'s supervisor waits for its signals with them blocked
-        (`sigtimedwait`, api/rest/prefork.py); one handed to this thread instead reached it a
-        second later as a KeyboardInterrupt, past its orderly stop and its log line (a
-        Ctrl-C test failed now and then). A thread inherits its creator's mask, so all are
-        blocked while it is created."""
-        lines: queue.SimpleQueue[logging.LogRecord | None] = queue.SimpleQueue()
+    def _listen(self) -> QueueListener:
+        """A new queue and a listener on it, whose thread takes no signal: the supervisor of
+        `titen serve --workers` waits for its signals with them blocked (`sigtimedwait`), and
+        the kernel hands a signal to any thread that does not block it."""
+        lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
         self.queue = lines
-        writer = _Writer(lines, self.target)
+        listener = _GatheringListener(lines, self.target)
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
-            writer.start()
+            listener.start()  # its thread inherits the mask
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        return writer
+        return listener
 
-    def _restart(self) -> None:
-        """In a forked child: the parent's writer thread was not copied, nor should the
-        records it has still to write be written twice."""
-        if self._writer is not None:
-            self._writer = self._start()
+    def _listen_again(self) -> None:
+        if self.listener is not None:
+            self.listener = self._listen()
 
 
-class _Writer(threading.Thread):
-    """The thread that formats queued records and writes them to `target`'s stream, in order.
+class _GatheringListener(QueueListener):
+    """The stdlib's listener, which lets lines gather for GATHER_SECONDS once the queue is dry
+    before it waits on it again: under load it wakes a few times a second, not once per request
+    (each wake-up takes the interpreter lock from the request threads), and a lone line is
+    still written at once."""
 
-    Asleep until a record is queued; then it writes that record and every other one already
-    queued in as few writes as keep each line whole (`atomic_chunks`), and waits
-    `GATHER_SECONDS` (or until stopped) before looking again, so that a busy server wakes it a
-    few times a second, not once per request.
-    """
-
-    def __init__(
-        self, lines: queue.SimpleQueue[logging.LogRecord | None], target: logging.StreamHandler
-    ):
-        super().__init__(name="titen-log-writer", daemon=True)
+    def __init__(self, lines: queue.SimpleQueue[logging.LogRecord], target: logging.Handler):
+        super().__init__(lines, target)
         self.lines = lines
-        self.target = target
-        self.stopping = threading.Event()
 
-    def run(self) -> None:
-        while True:
-            batch = [self.lines.get()]
-            while True:
-                try:
-                    batch.append(self.lines.get_nowait())
-                except queue.Empty:
-                    break
-            self._write([record for record in batch if record is not None])
-            if None in batch:
-                return
-            self.stopping.wait(GATHER_SECONDS)
-
-    def stop(self) -> None:
-        """Write what is queued now, then end the thread."""
-        self.stopping.set()
-        self.lines.put(None)
-        self.join()
-
-    def _write(self, records: list[logging.LogRecord]) -> None:
-        lines = []
-        for record in records:
-            try:
-                lines.append(self.target.format(record) + self.target.terminator)
-            except Exception:
-                self.target.handleError(record)  # as StreamHandler.emit would: the rest go on
+    def dequeue(self, block: bool) -> logging.LogRecord:
         try:
-            stream = self.target.stream
-            encoding = getattr(stream, "encoding", None) or "utf-8"
-            for chunk in atomic_chunks(lines, encoding, getattr(stream, "errors", None)):
-                self.target.stream.write(chunk)
-                self.target.flush()
-        except Exception:
-            if records:
-                self.target.handleError(records[-1])
-
-
-def atomic_chunks(lines: list[str], encoding: str, errors: str | None) -> list[str]:
-    """`lines` joined into as few writes as possible, each of whole lines and at most
-    `select.PIPE_BUF` bytes (in the stream's `encoding`, with its `errors`) unless one line
-    alone is longer.
-
-    The workers of `titen serve --workers N` and their supervisor share one stderr; a pipe writes
-    at most `PIPE_BUF` bytes in one piece, and a longer write, once the pipe is full, goes out in
-    parts that another process's line can land between (seen: half a JSON line, then a line of
-    the supervisor's).
-    """
-    chunks: list[str] = []
-    chunk: list[str] = []
-    size = 0
-    for line in lines:
-        length = _size(line, encoding, errors)
-        if chunk and size + length > select.PIPE_BUF:
-            chunks.append("".join(chunk))
-            chunk, size = [], 0
-        chunk.append(line)
-        size += length
-    if chunk:
-        chunks.append("".join(chunk))
-    return chunks
-
-
-def _size(line: str, encoding: str, errors: str | None) -> int:
-    """The bytes `line` takes in the stream; PIPE_BUF (a write of its own) when the stream
-    cannot encode it, which its write will then report."""
-    if line.isascii():
-        return len(line)
-    try:
-        return len(line.encode(encoding, errors or "strict"))
-    except (UnicodeError, LookupError):
-        return select.PIPE_BUF
+            return self.lines.get_nowait()
+        except queue.Empty:
+            time.sleep(GATHER_SECONDS)
+            return super().dequeue(block)
 
 
 class JsonFormatter(logging.Formatter):
@@ -241,14 +138,9 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """`time LEVEL logger message key=value…`, then the traceback, if any, on its own lines.
-
-    What a client sent (a path, decoded: `%0A` is a line break) reaches the message and the
-    fields, so both are escaped: a control or line-separating character is written as `\\xNN` or
-    `\\uNNNN`, and a field value that could pass for more pairs (a space, `=`, a quote) is quoted
-    as JSON. One record is one line, whatever the request held. (JSON lines are escaped by
-    `json.dumps` already.)
-    """
+    """`time LEVEL logger message key=value…`, then any traceback. What a client sent reaches
+    the message and fields, so a control or line-separating character is escaped (`\\xNN`,
+    `\\uNNNN`) and a value that could pass for more pairs is quoted: one record, one line."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -339,11 +231,9 @@ class RequestLog:
 
 
 def new_request_id() -> str:
-    """128 random bits in hex, from the process's pseudo-random generator, not the kernel's:
-    `os.urandom` releases the interpreter lock around its system call, and at 16 connections
-    every release hands the lock to another thread and back (an id needs to be unique, not
-    secret). `random` reseeds from the kernel in every forked worker, so workers never share a
-    sequence."""
+    """128 random bits in hex from `random` (reseeded in every forked worker), not the kernel:
+    `os.urandom` releases the interpreter lock, a hand-off per request at 16 connections, and
+    an id needs to be unique, not secret."""
     return f"{random.getrandbits(128):032x}"
 
 

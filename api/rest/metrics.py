@@ -1,17 +1,12 @@
 """What a server shows Prometheus, on a listener of its own (`titen serve --metrics-port`).
 
-Requests are counted by method, route template and status, and timed by method and route: the
-labels take a bounded set of values (unknown methods count as OTHER, unrouted paths as
-`unmatched`), and name no organization, principal or id. The event log's position and each read
-model's lag are read from the database when Prometheus scrapes, so they are the shared truth
-rather than one process's view. The command counters live with the commands
-(titen.service.metrics). The listener is separate from the API so that it needs no key and can
-be bound to an address only the scraper reaches.
-
-With several worker processes (`titen serve --workers N`, api/rest/prefork.py) every worker
-writes its series to files in PROMETHEUS_MULTIPROC_DIR, the workers share one metrics socket,
-and whichever worker accepts a scrape answers the sum over all of them (prometheus-client's
-MultiProcessCollector).
+Requests are counted by method, route template and status, and timed by method and route, with
+bounded labels that name no organization, principal or id. The event log's position and each
+read model's lag are read from the database at each scrape: the shared truth, not one process's
+view. The listener is apart from the API so that it needs no key and can be bound to an address
+only the scraper reaches. With several workers each writes its series to files in
+PROMETHEUS_MULTIPROC_DIR, they share the metrics socket, and whichever accepts a scrape answers
+the sum over all of them (prometheus-client's MultiProcessCollector).
 """
 
 from __future__ import annotations

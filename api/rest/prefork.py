@@ -1,55 +1,30 @@
-"""`titen serve --workers N`: N server processes on one port, sharing one database.
+"""`titen serve --workers N`: N forked server processes on one port, sharing one database.
 
-Pre-fork: the parent opens the listening sockets (the API's and, if asked, the metrics one),
-opens the store once (creating or migrating its schema under the store's lock, and applying
-what the log holds beyond the read models), closes it, and only then forks the workers. The
-workers accept from the same sockets (the kernel hands each connection to one of them) and
-each opens its own connections to the database. Nothing a worker serves depends on which one
-serves it: the read models are written in each command's transaction, keys are revoked for
-every process through the database (service/revocations.py), and streams follow the log
-(projections/recent_events.py).
-
-The parent only supervises, in one thread, with its signals blocked and taken synchronously
-(`sigtimedwait`), so no signal can arrive between a fork and the bookkeeping of it:
-
-- SIGTERM or SIGINT (Ctrl-C, which the terminal also sends to every worker) stops every
-  worker with SIGTERM, waits up to STOP_SECONDS for them (then kills what is left) and exits 0;
-- a worker that exits on its own is logged with its status and replaced at once, unless
-  workers died more than DEATHS_ALLOWED times within DEATH_WINDOW_SECONDS: that is a fault
-  a restart does not cure, so everything stops and the parent exits 1 for its supervisor
-  (systemd, Kubernetes) to act on;
-- a worker asks the kernel for SIGTERM if the parent dies, so none outlives it.
-
-The workers share two things the parent makes before it forks them: their slots of the
-connections (api/rest/balance.py: each accepts only its share, so a burst of connections does not
-all land on one worker) and, on SQLite, the write turn (storage/group_commit.py: their saves
-take turns, so commands join a batch while another worker saves). A worker that exits gives up
-both: its slot is marked gone, and the turn, if it held it, passes on (storage/shared_mutex.py).
-
-Metrics: the parent makes a fresh PROMETHEUS_MULTIPROC_DIR for the run before anything imports
-prometheus-client, the workers write their series there, one scrape of the shared metrics
-socket sums them (api/rest/metrics.py), a dead worker's live gauges are dropped (its counters
-stay in the sums), and the directory is removed when the parent exits.
+The parent takes the port (bound with SO_REUSEPORT, never listening: a port in use is refused
+before anything starts, and --port 0 picks one for all), opens the store once (schema,
+migrations, catch-up), then forks the workers. Each worker listens on a socket of its own on
+that port, and the kernel shares new connections out between them; the metrics socket, rarely
+used, is one they all accept from. The parent only supervises, its signals blocked and taken
+synchronously (`sigtimedwait`), so none arrives between a fork and its bookkeeping; each worker
+watches a pipe the parent holds open, and stops when it reads its end: the parent has died.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
-from titen.api.rest.balance import Shares
 from titen.api.rest.settings import MULTIPROC_ENV, ServerSettings
 from titen.api.rest.signals import stop_on_signals
-from titen.storage.shared_mutex import SharedMutex
 
 log = logging.getLogger("titen.server")
 
@@ -60,62 +35,56 @@ STOP_SECONDS = 20.0
 """How long stopping workers may take (waitress gives its busy threads 5 s) before a SIGKILL."""
 DEATHS_ALLOWED = 5
 DEATH_WINDOW_SECONDS = 60.0
-PR_SET_PDEATHSIG = 1
 
 
 def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
     """Serve with `workers` processes until stopped; the exit status."""
-    with _metrics_dir():  # before this process imports prometheus-client, below
+    with _run_folder() as folder:  # before this process imports prometheus-client, below
+        from titen.api.rest.connections import listen
         from titen.api.rest.logs import configure, default_format
         from titen.api.rest.server import announce, listeners, serve
         from titen.service.bootstrap import bootstrap
-        from titen.storage.sqlite import shared_progress
+        from titen.service.sharing import for_workers
 
         configure(settings.log_format or default_format())
-        sock, metrics_sock = listeners(settings)
+        taken, metrics_sock = listeners(settings, reuse_port=True)
         opened = bootstrap(url, pool_size=2)  # schema, migrations and catch-up: once, here
         opened.close()
-        shares = Shares(workers)
-        # SQLite's writers meet at its lock through a busy handler that sleeps; PostgreSQL's
-        # queue on its table lock and are woken at once, and a turn there measured slower.
-        sqlite = opened.database.kind == "sqlite"
-        turn = SharedMutex() if sqlite else None
-        checkpoints = shared_progress() if sqlite else None  # the WAL's, kept together
+        # Made before the fork: what the workers share (service/sharing.py).
+        sharing = for_workers(opened.database.kind, folder)
+        port = taken.getsockname()[1]
 
-        def work(slot: int) -> None:
+        def work() -> None:
+            taken.close()  # the parent's hold on the port; this worker takes its own
+            sock = listen(settings.host, port, reuse_port=True)
             services = bootstrap(
                 url,
                 pool_size=settings.pool_size,
                 catch_up=False,
-                turn=turn,
-                checkpoints=checkpoints,
+                turn=sharing.turn(),
+                checkpoints=sharing.checkpoints,
             )
             try:
-                serve(services, settings, sock, metrics_sock, shares.join(slot))
+                serve(services, settings, sock, metrics_sock)
             finally:
                 services.close()
 
-        def gone(slot: int, pid: int) -> None:
-            shares.leave(slot)
-            _metrics_gone(pid)
-
-        announce(f"{opened.database.redacted()}, {workers} workers", settings, sock, metrics_sock)
-        return Supervisor(workers, work, on_exit=gone).run()
+        announce(f"{opened.database.redacted()}, {workers} workers", settings, taken, metrics_sock)
+        return Supervisor(workers, work, on_exit=_metrics_gone).run()
 
 
 class Supervisor:
-    """Keeps `count` forked processes running `work(slot)` until told to stop: each in a slot
-    of its own, 0 to count - 1, which a replacement takes over; `on_exit(slot, pid)` is told
-    of each that exits."""
+    """Keeps `count` forked processes running `work()` until told to stop; `on_exit(pid)` is
+    told of each that exits."""
 
-    def __init__(
-        self, count: int, work: Callable[[int], None], on_exit: Callable[[int, int], None]
-    ):
+    def __init__(self, count: int, work: Callable[[], None], on_exit: Callable[[int], None]):
         self.count = count
         self.work = work
         self.on_exit = on_exit
-        self.workers: dict[int, tuple[float, int]] = {}  # pid: (when it started, its slot)
+        self.workers: set[int] = set()
         self.deaths: deque[float] = deque()
+        self.lifeline = os.pipe()
+        """Read by the workers, never written: its end (EOF) tells them the parent is gone."""
 
     def run(self) -> int:
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
@@ -145,31 +114,28 @@ class Supervisor:
                 self._start()
 
     def _start(self) -> None:
-        parent = os.getpid()
-        taken = {slot for _, slot in self.workers.values()}
-        slot = min(set(range(self.count)) - taken)
         pid = os.fork()
         if pid == 0:
-            self._be_worker(parent, slot)
-        self.workers[pid] = (time.monotonic(), slot)
+            self._be_worker()
+        self.workers.add(pid)
         log.info("worker %d started", pid)
 
-    def _be_worker(self, parent: int, slot: int) -> None:
+    def _be_worker(self) -> None:
         """The forked process: run the work, then exit without returning into the parent's
         code (its `finally` blocks are the parent's to run)."""
         status = 1
         try:
             stop_on_signals()
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
-            _die_with(parent)
-            self.work(slot)
+            _stop_with_parent(*self.lifeline)
+            self.work()
             status = 0
         except KeyboardInterrupt:  # stopped while starting
             status = 0
         except BaseException as exc:
             # The database failing as the worker opens it is a condition (a warning without a
             # traceback, as every outage is), and the worker is replaced; anything else a defect.
-            from titen.storage.outages import log_failure  # loaded by the work already
+            from titen.service.outages import log_failure  # loaded by the work already
 
             log_failure(log, f"worker {os.getpid()} failed", exc)
         finally:
@@ -184,9 +150,9 @@ class Supervisor:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 return
-            started = self.workers.pop(pid, None)
-            if started is not None:
-                self.on_exit(started[1], pid)
+            if pid in self.workers:
+                self.workers.discard(pid)
+                self.on_exit(pid)
                 yield pid, status
 
     def _crash_looping(self) -> bool:
@@ -210,8 +176,8 @@ class Supervisor:
             log.error("worker %d did not stop within %.0f s: killed", pid, STOP_SECONDS)
             _signal(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            _, slot = self.workers.pop(pid)
-            self.on_exit(slot, pid)
+            self.workers.discard(pid)
+            self.on_exit(pid)
 
 
 def _described(status: int) -> str:
@@ -226,25 +192,31 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
 
 
-def _die_with(parent: int) -> None:
-    """Have the kernel send this worker SIGTERM when its parent dies (Linux), so that a parent
-    killed with SIGKILL leaves no worker serving on; if it died already, stop now."""
-    with suppress(OSError, AttributeError):  # not Linux: the parent's stop still ends them
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:
-        raise KeyboardInterrupt
+def _stop_with_parent(read_end: int, write_end: int) -> None:
+    """Stop this worker as SIGTERM does once the parent is gone, however it died: the pipe's
+    write end is held by the parent alone, so a read returns its end only then (at once, if it
+    died before this worker got here)."""
+    os.close(write_end)
+
+    def watch() -> None:
+        while os.read(read_end, 1):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="titen-parent-watch", daemon=True).start()
 
 
 @contextmanager
-def _metrics_dir() -> Iterator[str]:
-    """A fresh, private PROMETHEUS_MULTIPROC_DIR for this run, which the workers inherit.
+def _run_folder() -> Iterator[str]:
+    """A fresh, private folder for this run, removed at its end: the workers' metrics
+    (PROMETHEUS_MULTIPROC_DIR, which they inherit) and the files they share.
 
     prometheus-client decides when it is first imported whether metrics live in memory or in
-    that directory's files, so it must not have been imported yet.
+    that folder's files, so it must not have been imported yet.
     """
     if "prometheus_client" in sys.modules:
         raise RuntimeError("prometheus_client was imported before its multiprocess directory")
-    path = tempfile.mkdtemp(prefix="titen-metrics-")
+    path = tempfile.mkdtemp(prefix="titen-run-")
     os.environ[MULTIPROC_ENV] = path
     try:
         yield path

@@ -1,9 +1,9 @@
 """`titen serve`: the API under waitress, beside the follower, key watcher and webhook workers
 that the service layer builds (service/background.py).
 
-Each open event stream or waiting long-poll holds a waitress worker thread while it waits, so
-the pool is sized as the request threads plus the subscriber limit: subscribers can never take
-the threads that serve leases and handoffs, and past the limit a subscriber is told 503.
+Each open event stream or waiting long-poll holds a request thread while it waits, so the pool
+is the request threads plus the subscriber limit: subscribers never take the threads that serve
+leases and handoffs, and past the limit a subscriber is told 503.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import socket
 from collections.abc import Callable
 
 from titen.api.rest.app import create_app
-from titen.api.rest.balance import Share
 from titen.api.rest.connections import Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
@@ -23,11 +22,20 @@ from titen.service.bootstrap import Services
 log = logging.getLogger("titen.server")
 
 
-def listeners(settings: ServerSettings) -> tuple[socket.socket, socket.socket | None]:
+def listeners(
+    settings: ServerSettings, reuse_port: bool = False
+) -> tuple[socket.socket, socket.socket | None]:
     """The API's listening socket and the metrics one (None unless --metrics-port), taken
     before the store is opened, so that a port in use is refused (CannotListen) before anything
-    starts and before the log says the server is serving."""
-    sock = listen(settings.host, settings.port)
+    starts and before the log says the server is serving. With `reuse_port` the API's is only
+    bound, holding the port for workers that each listen on it (api/rest/prefork.py), once a
+    plain bind has shown that nobody holds it (SO_REUSEPORT alone would join another server)."""
+    if reuse_port:
+        with listen(settings.host, settings.port, backlog=None) as free:
+            port = free.getsockname()[1]
+        sock = listen(settings.host, port, backlog=None, reuse_port=True)
+    else:
+        sock = listen(settings.host, settings.port)
     if settings.metrics_port is None:
         return sock, None
     try:
@@ -60,17 +68,15 @@ def serve(
     settings: ServerSettings,
     sock: socket.socket,
     metrics_sock: socket.socket | None = None,
-    share: Share | None = None,
 ) -> None:
     """Serve on the listening `sock` (and /metrics on `metrics_sock`) until KeyboardInterrupt
     (Ctrl-C, or SIGTERM: api/rest/signals.py), then stop in order: no new connections, then
-    the threads; the caller closes the store. A worker of several accepts its `share` of the
-    connections (api/rest/balance.py)."""
+    the threads; the caller closes the store."""
     threads = settings.threads + settings.max_subscribers
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
         log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
-    server = Server(create_app(services, settings), settings, threads, sock, share)
+    server = Server(create_app(services, settings), settings, threads, sock)
     try:
         stop_metrics = _metrics(services, metrics_sock)
         try:

@@ -23,7 +23,7 @@ ORIGIN_SCHEMES = {"http": 80, "https": 443}
 """The schemes a web origin may have (`--cors-origin`), with the port each leaves unwritten."""
 
 DEFAULT_WORKERS = {"sqlite": 4, "postgres": 2}
-"""Server processes when --workers is not given, by backend, as measured (docs/performance.md)."""
+"""Server processes when --workers is not given, by backend, as measured."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class ServerSettings:
     """Let webhooks target loopback, private, link-local and multicast addresses."""
     request_head_timeout: float = 10.0
     """Seconds a connection may take to send a complete request head before it is closed."""
+    request_body_timeout: float = 30.0
+    """Seconds a request's body may take to arrive, from the end of its head, before the
+    request is answered 408 and its connection closed."""
     connection_limit: int = 10_000
     """Open connections accepted at once; idle ones cost a socket each, not a thread."""
     cors_origins: tuple[str, ...] = ()

@@ -1,15 +1,10 @@
 """How a server is told to stop: SIGTERM as Ctrl-C, once.
 
 SIGTERM raises KeyboardInterrupt in the main thread as Ctrl-C does, which ends waitress's loop
-(or start-up, before it) and lets the server stop in order and exit 0. Once stopping, further
-signals are ignored so they cannot cut the cleanup short: with several workers, Ctrl-C reaches
-each worker and its parent forwards a SIGTERM as well.
-
-The interrupt can be lost: a handler's exception raised while the main thread runs a finalizer
-(an object's `__del__`, a weakref callback) is printed and dropped, and the signal is ignored
-from then on. A worker was found serving on that way, its supervisor gone, deaf to SIGTERM. So
-the request is also remembered (`stop_requested`), and the serving loop, which looks at least
-once a second (connections.Server.maintenance), raises it again.
+(or start-up) and lets the server stop in order and exit 0; further signals are then ignored so
+they cannot cut the cleanup short. The interrupt can be lost (raised while the main thread runs
+a finalizer, it is printed and dropped), so the request is also remembered (`stop_requested`)
+and the serving loop, which looks at least once a second, raises it again.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"
 
 def test_a_kept_alive_connection_is_read_again_as_soon_as_each_answer_is_sent(server):
     """100 requests one after another on one connection. The loop stops asking an idle
-    connection what it wants (api/rest/poller.py); if it were not asked again when its request
+    connection what it wants (`Poller`); if it were not asked again when its request
     ended, each next request would wait for the loop's rescan, up to a second each."""
     with connect(server) as sock:
         answers = Answers(sock)

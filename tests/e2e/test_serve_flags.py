@@ -141,6 +141,19 @@ def head_timeout(server: Started, key: str) -> None:
             pass
 
 
+def body_timeout(server: Started, key: str) -> None:
+    """A body that stops coming is answered 408 well before the default 30 s: it is given 1 s."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v1/leases HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        answer = b""
+        while chunk := sock.recv(4096):  # the answer, then the end
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+
+
 def heartbeat(server: Started, key: str) -> None:
     """A quiet stream's first frame is a heartbeat, well before the default 15 s."""
     stream = EventStreamReader(server.url, key, timeout=5)
@@ -160,6 +173,7 @@ CASES: dict[str, tuple[tuple[str, ...], Check]] = {
     "--max-subscribers-per-org": (("--max-subscribers-per-org", "4"), serves),
     "--max-subscribers-per-principal": (("--max-subscribers-per-principal", "2"), serves),
     "--request-head-timeout": (("--request-head-timeout", "0.5"), head_timeout),
+    "--request-body-timeout": (("--request-body-timeout", "1"), body_timeout),
     "--connection-limit": (("--connection-limit", "64"), serves),
     "--heartbeat-seconds": (("--heartbeat-seconds", "0.3"), heartbeat),
     "--metrics-port": (("--metrics-port", METRICS), metrics_at("127.0.0.1")),

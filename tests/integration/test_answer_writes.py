@@ -20,8 +20,7 @@ import pytest
 from waitress.server import BaseWSGIServer
 
 from tests.support import eventually
-from titen.api.rest.connections import WATCH_CLIENT, Channel, Server, listen
-from titen.api.rest.poller import Poller
+from titen.api.rest.connections import WATCH_CLIENT, Channel, Poller, Server, listen
 from titen.api.rest.settings import ServerSettings
 
 SEND_SECONDS = 0.05
@@ -167,7 +166,7 @@ def watching(environ: dict, start_response: Callable[..., object]) -> list[bytes
 
 def test_a_watched_connection_tells_the_loop_of_output_left_and_of_its_request_end():
     """A stream's or a long-poll's connection counts as idle, so the loop stops asking it
-    (api/rest/poller.py): what its thread leaves in the buffer, and the end of its request,
+    (`Poller`): what its thread leaves in the buffer, and the end of its request,
     must be told, or they would wait for the loop's next rescan."""
     with channel_of(watching) as (channel, client):
         told = channel.server.poller.told
@@ -288,7 +287,7 @@ def patient(server: Server) -> Iterator[None]:
 def test_a_kept_alive_connection_wakes_the_loop_through_its_client_not_its_threads(wakes):
     """Waitress's request thread wakes the loop as each request ends, to read the connection
     again; here the loop still has it registered for reading, so the client's next request
-    wakes it instead (`Server.pull_trigger`), and it is asked again then (api/rest/poller.py).
+    wakes it instead (`Server.pull_trigger`), and it is asked again then (`Poller`).
     A wake missed would leave a request unread for the loop's whole timeout."""
     with serve(answer) as server, connect(server) as client, patient(server):
         threads = server.task_dispatcher

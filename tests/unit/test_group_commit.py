@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import subprocess
+import sys
 import threading
-import time
 from types import SimpleNamespace
 from uuid import UUID, uuid4
 
@@ -11,9 +14,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError
 
 from tests.support import eventually
-from titen.storage import group_commit
-from titen.storage.group_commit import GroupCommit
-from titen.storage.shared_mutex import SharedMutex
+from titen.storage.group_commit import FileTurn, GroupCommit
 
 
 class Aggregate:
@@ -194,49 +195,85 @@ def test_many_threads_saving_at_once_all_finish_with_their_own_recordings():
     assert not commits._queue and not commits._saving
 
 
+HOLD = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
 class HeldTurn:
-    """A turn another process holds until `give` (a SharedMutex taken by another thread)."""
+    """The turn's file locked by another process, until `give` (or its death)."""
 
-    def __init__(self) -> None:
-        self.mutex = SharedMutex()
-        self.taken = threading.Event()
-        self.give = threading.Event()
-        threading.Thread(target=self._hold, daemon=True).start()
-        assert self.taken.wait(5)
+    def __init__(self, path: str):
+        self.path = path
+        self.child = subprocess.Popen(
+            [sys.executable, "-c", HOLD, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert self.child.stdout is not None and self.child.stdin is not None
+        assert self.child.stdout.readline() == b"held\n"
 
-    def _hold(self) -> None:
-        assert self.mutex.acquire(5)
-        self.taken.set()
-        self.give.wait(10)
-        self.mutex.release()
+    def give(self) -> None:
+        assert self.child.stdin is not None
+        self.child.stdin.close()
+        self.child.wait(5)
+
+    def free(self) -> bool:
+        """Whether nobody holds the file's lock now."""
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+        return True
 
 
-def test_saves_that_queue_while_the_leader_waits_for_its_turn_save_with_it():
+def test_saves_that_queue_while_the_leader_waits_for_its_turn_save_with_it(tmp_path):
     """The batch is taken once the turn is had: commands that arrive meanwhile join it."""
     store = Store()
-    held = HeldTurn()
-    commits = GroupCommit(store.save, held.mutex)
+    held = HeldTurn(str(tmp_path / "turn"))
+    commits = GroupCommit(store.save, FileTurn(held.path))
     aggregates = [Aggregate(uuid4()) for _ in range(6)]
     threads = [threading.Thread(target=commits.save, args=(a,)) for a in aggregates]
     for thread in threads:
         thread.start()
     eventually(lambda: len(commits._queue) == len(aggregates), "every save queued")
     assert store.transactions == []  # none saves while another process has the turn
-    held.give.set()
+    held.give()
     for thread in threads:
         thread.join(5)
     assert [sorted(t) for t in store.transactions] == [sorted(a.id for a in aggregates)]
-    assert held.mutex.acquire(0)  # the leader gave the turn back
+    assert held.free()  # the leader gave the turn back
 
 
-def test_a_turn_not_had_in_time_is_done_without(monkeypatch):
-    """A turn held by a stuck process delays a save by TURN_WAIT_SECONDS, no more."""
-    monkeypatch.setattr(group_commit, "TURN_WAIT_SECONDS", 0.2)
+def test_a_turn_whose_holder_dies_passes_on(tmp_path):
+    """The kernel gives up a dead process's lock: a killed worker stops no other's saves."""
     store = Store()
-    held = HeldTurn()
-    commits = GroupCommit(store.save, held.mutex)
+    held = HeldTurn(str(tmp_path / "turn"))
+    commits = GroupCommit(store.save, FileTurn(held.path))
     aggregate = Aggregate(uuid4())
-    started = time.monotonic()
-    assert [r.domain_event.originator_id for r in commits.save(aggregate)] == [aggregate.id]
-    assert 0.2 <= time.monotonic() - started < 2
-    held.give.set()
+    saving = threading.Thread(target=commits.save, args=(aggregate,))
+    saving.start()
+    eventually(lambda: commits._saving, "the save waiting for its turn")
+    assert store.transactions == []
+    held.child.kill()
+    saving.join(5)
+    assert store.transactions == [[aggregate.id]]
+
+
+def test_the_threads_of_one_process_take_the_turn_one_at_a_time(tmp_path):
+    """A file lock is its open file's, which every thread of a process shares: the turn also
+    lets one thread hold it at a time."""
+    turn = FileTurn(str(tmp_path / "turn"))
+    turn.acquire()
+    other = threading.Thread(target=lambda: (turn.acquire(), turn.release()))
+    other.start()
+    other.join(0.2)
+    assert other.is_alive()  # waiting
+    turn.release()
+    other.join(5)
+    assert not other.is_alive()

@@ -1,4 +1,4 @@
-"""The server's loop asks a connection again only when it may have changed (api/rest/poller.py),
+"""The server's loop asks a connection again only when it may have changed (`Poller`),
 tried on real sockets with dispatchers that count what they are asked."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from titen.api.rest.poller import READ, Poller
+from titen.api.rest.connections import READ, Poller
 
 
 class Dispatcher:
