@@ -26,7 +26,7 @@ from tests.e2e.console_driver import (
 from tests.receiver import Receiver
 from tests.support import Http, Server, chromium_path, create_key, eventually, free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server("--heartbeat-seconds", "1")]
 LIVE_WITHIN = 3  # seconds, as the issue asks of a lease acquired over REST
 
 
@@ -65,21 +65,20 @@ def tail(driver) -> list[str]:
 
 
 @pytest.fixture
-def served(database):
-    chromedriver_path()  # skipped (or failed, in CI) before any server starts
+def console(server):
+    """The console's server (the module's mark) and keys of an operator and two agents."""
+    chromedriver_path()  # skipped (or failed, in CI) before the browser is needed
     chromium_path()
-    server = Server(database, 8, "--heartbeat-seconds", "1")
     keys = {
-        "ops": create_key(database, "acme", "ops", "operator"),
-        "alice": create_key(database, "acme", "agent_alice"),
-        "bob": create_key(database, "acme", "agent_bob"),
+        "ops": create_key(server.database, "acme", "ops", "operator"),
+        "alice": create_key(server.database, "acme", "agent_alice"),
+        "bob": create_key(server.database, "acme", "agent_bob"),
     }
-    yield server, keys
-    server.stop()
+    return server, keys
 
 
-def test_an_operator_follows_leases_and_handoffs_live_and_releases_with_confirmation(served):
-    server, keys = served
+def test_an_operator_follows_leases_and_handoffs_live_and_releases_with_confirmation(console):
+    server, keys = console
     http = Http(server.url)
     with chrome() as driver:
         open_console(driver, server.url, keys["ops"])
@@ -166,8 +165,8 @@ def test_an_operator_follows_leases_and_handoffs_live_and_releases_with_confirma
     assert keys["ops"] not in server.log_so_far()
 
 
-def test_an_agent_sees_only_its_own_leases_and_its_inbox(served):
-    server, keys = served
+def test_an_agent_sees_only_its_own_leases_and_its_inbox(console):
+    server, keys = console
     http = Http(server.url)
     acquire(http, keys["alice"], "alices")
     short = acquire(http, keys["bob"], "bobs", ttl=10)  # the shortest TTL there is
@@ -190,8 +189,8 @@ def test_an_agent_sees_only_its_own_leases_and_its_inbox(served):
         assert errors_logged(driver) == []
 
 
-def test_a_wrong_key_and_a_refused_route_show_the_services_message(served):
-    server, keys = served
+def test_a_wrong_key_and_a_refused_route_show_the_services_message(console):
+    server, keys = console
     with chrome() as driver:
         open_console(driver, server.url, "titen_not_a_key")
         shown = driver.find_element(By.ID, "page-error")

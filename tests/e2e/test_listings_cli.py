@@ -9,27 +9,25 @@ import subprocess
 
 import pytest
 
-from tests.support import TITEN, Http, Server, create_key
+from tests.support import TITEN, Http, create_key
 from titen.service.bootstrap import bootstrap
 from titen.service.roles import AGENT, ROLES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.backends("sqlite")]
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    database = f"sqlite:///{tmp_path_factory.mktemp('listings')}/titen.db"
-    server = Server(database)
+def listing(module_server):
+    """The module's server and keys of two agents and an operator."""
     keys = {
-        name: create_key(database, "acme", name, role)
+        name: create_key(module_server.database, "acme", name, role)
         for name, role in (("alice", "agent"), ("bob", "agent"), ("ops", "operator"))
     }
-    yield server, keys
-    server.stop()
+    return module_server, keys
 
 
-def run(served, who: str, *args: str) -> subprocess.CompletedProcess[str]:
-    server, keys = served
+def run(listing, who: str, *args: str) -> subprocess.CompletedProcess[str]:
+    server, keys = listing
     env = {**os.environ, "TITEN_API_KEY": keys[who], "TITEN_URL": server.url}
     return subprocess.run(
         [TITEN, *args], env=env, capture_output=True, text=True, timeout=60, check=False
@@ -41,8 +39,8 @@ def lines(done: subprocess.CompletedProcess[str]) -> list[dict]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-def test_leases_list_follows_every_page_newest_first_by_role(served):
-    server, _ = served
+def test_leases_list_follows_every_page_newest_first_by_role(listing):
+    server, _ = listing
     services = bootstrap(server.database, pool_size=2)  # in this process: 503 quick acquires
     try:
         made = [
@@ -58,7 +56,7 @@ def test_leases_list_follows_every_page_newest_first_by_role(served):
         ]
     finally:
         services.close()
-    every = lines(run(served, "ops", "leases", "list", "--resource-type", "cli"))
+    every = lines(run(listing, "ops", "leases", "list", "--resource-type", "cli"))
     assert [lease["lease_id"] for lease in every] == made[::-1]
     assert set(every[0]) == {
         "lease_id",
@@ -72,31 +70,31 @@ def test_leases_list_follows_every_page_newest_first_by_role(served):
         "expired",
     }
     assert every[0]["expires_at"].endswith("Z")
-    alices = lines(run(served, "alice", "leases", "list", "--resource-type", "cli"))
+    alices = lines(run(listing, "alice", "leases", "list", "--resource-type", "cli"))
     assert {lease["holder"] for lease in alices} == {"alice"} and len(alices) == 251
-    three = lines(run(served, "ops", "leases", "list", "--holder", "bob", "--limit", "3"))
+    three = lines(run(listing, "ops", "leases", "list", "--holder", "bob", "--limit", "3"))
     assert [lease["lease_id"] for lease in three] == made[0::2][::-1][:3]
 
 
-def test_handoffs_list_shows_the_inbox_or_the_organizations_pending(served):
-    server, keys = served
+def test_handoffs_list_shows_the_inbox_or_the_organizations_pending(listing):
+    server, keys = listing
     body = {"to_principal": "bob", "subject_id": "s1", "message": "over to you"}
     status, created = Http(server.url, keys["alice"]).request("POST", "/v1/handoffs", body)
     assert status == 201
     handoff_id = created["data"]["handoff_id"]
-    (mine,) = lines(run(served, "bob", "handoffs", "list"))
+    (mine,) = lines(run(listing, "bob", "handoffs", "list"))
     assert mine["handoff_id"] == handoff_id and "resolved_at" not in mine
-    assert lines(run(served, "alice", "handoffs", "list")) == []
-    every = lines(run(served, "ops", "handoffs", "list", "--scope", "organization"))
+    assert lines(run(listing, "alice", "handoffs", "list")) == []
+    every = lines(run(listing, "ops", "handoffs", "list", "--scope", "organization"))
     assert [h["handoff_id"] for h in every] == [handoff_id]
     to_ops = run(
-        served, "ops", "handoffs", "list", "--scope", "organization", "--to-principal", "ops"
+        listing, "ops", "handoffs", "list", "--scope", "organization", "--to-principal", "ops"
     )
     assert lines(to_ops) == []
 
 
-def test_an_agent_asking_for_the_organizations_handoffs_is_told_the_services_refusal(served):
-    refused = run(served, "alice", "handoffs", "list", "--scope", "organization")
+def test_an_agent_asking_for_the_organizations_handoffs_is_told_the_services_refusal(listing):
+    refused = run(listing, "alice", "handoffs", "list", "--scope", "organization")
     assert refused.returncode == 1 and refused.stdout == ""
     readers = " or ".join(role for role in ROLES if role != AGENT)
     assert refused.stderr == f"titen: The organization's handoffs need the {readers} role.\n"
@@ -113,7 +111,7 @@ def test_an_agent_asking_for_the_organizations_handoffs_is_told_the_services_ref
         (("handoffs", "list", "--scope", "everyone"), "invalid choice: 'everyone'"),
     ],
 )
-def test_bad_options_are_one_line_and_status_2(served, args, says):
-    done = run(served, "ops", *args)
+def test_bad_options_are_one_line_and_status_2(listing, args, says):
+    done = run(listing, "ops", *args)
     assert done.returncode == 2 and done.stdout == ""
     assert says in done.stderr and done.stderr.count("\n") == 1

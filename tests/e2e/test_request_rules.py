@@ -7,7 +7,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,11 +17,7 @@ BODY_TIMEOUT = 2.0
 DRIBBLERS = 20
 
 
-@pytest.fixture(scope="module")
-def server(module_database: str) -> Iterator[Server]:
-    server = Server(module_database, 4, "--request-body-timeout", str(BODY_TIMEOUT))
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server("--request-body-timeout", str(BODY_TIMEOUT), threads=4)
 
 
 def answer_then_close(server: Server, request: bytes) -> bytes:
@@ -76,8 +71,10 @@ FOLLOWER = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
     ],
     ids=["no-host", "two-hosts", "two-hosts-same", "http-1.2", "http-2.0", "te-list", "te-twice"],
 )
-def test_framing_rfc_9112_refuses_is_refused_and_closes(server, request_bytes, status, code, said):
-    got, headers, payload = refusal(answer_then_close(server, request_bytes + FOLLOWER))
+def test_framing_rfc_9112_refuses_is_refused_and_closes(
+    module_server, request_bytes, status, code, said
+):
+    got, headers, payload = refusal(answer_then_close(module_server, request_bytes + FOLLOWER))
     assert (got, payload["error"]["code"]) == (status, code), payload
     assert said in payload["error"]["message"]
     assert headers["content-type"] == "application/json"
@@ -94,15 +91,15 @@ def test_framing_rfc_9112_refuses_is_refused_and_closes(server, request_bytes, s
     ],
     ids=["http-1.0-without-host", "http-1.1-one-host", "chunked"],
 )
-def test_well_framed_requests_are_still_served(server, request_bytes):
-    answer = answer_then_close(server, request_bytes)
+def test_well_framed_requests_are_still_served(module_server, request_bytes):
+    answer = answer_then_close(module_server, request_bytes)
     assert answer.split(b" ", 2)[1] in (b"200", b"401", b"405"), answer  # served, not refused
 
 
-def test_a_body_that_does_not_arrive_in_time_is_answered_408_and_closed(server):
+def test_a_body_that_does_not_arrive_in_time_is_answered_408_and_closed(module_server):
     head = b"POST /v1/leases HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
     started = time.monotonic()
-    got, headers, payload = refusal(answer_then_close(server, head))
+    got, headers, payload = refusal(answer_then_close(module_server, head))
     waited = time.monotonic() - started
     assert (got, payload["error"]["code"]) == (408, "REQUEST_TIMEOUT")
     assert f"{BODY_TIMEOUT:g} s" in payload["error"]["message"]
