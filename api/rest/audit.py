@@ -4,12 +4,9 @@ GET /v1/audit/leases?resource_type=…&resource_id=…   the terms on a resource
 GET /v1/audit/leases/{lease_id}                       one lease's term and its events
 GET /v1/audit/handoffs/{handoff_id}                   one handoff's state and its events
 
-Each takes `as_of` (an ISO 8601 instant with a UTC offset) to answer as of that moment. The
-terms of a resource are paged like the inbox (`limit`, `cursor`, `next_cursor`): a resource
-leased all day has tens of thousands of terms. A lease has at most two events and a handoff two,
-so those lists are not paged. An
-agent gets 403 whatever it asks, so probing these routes tells it nothing; an operator asking
-about another organization's lease or handoff gets 404, exactly as for an unknown id.
+Each takes `as_of` (an ISO 8601 instant with an offset). A resource's terms are paged like the
+inbox; a lease or a handoff has at most two events. An agent gets 403 whatever it asks, so
+probing tells it nothing; another organization's id is 404, exactly as an unknown one.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The Idempotency-Key header: a retried POST gets the first answer again instead of running twice.
 
-Agents retry after timeouts. With a key, the first successful (2xx) answer is stored in the
-command's own transaction (titen.service.answers) and a repeat with the same key and the same
-body (as parsed JSON) is answered from it, with `Idempotent-Replayed: true`, recording nothing.
-The same key with another body is 422 IDEMPOTENCY_KEY_REUSED. Failures are not stored, so a
-retry of a failed request runs again.
-
-A repeat that arrives while the first is still running never runs twice: in this process it
-waits for the first (up to WAIT_SECONDS, else 409 IDEMPOTENCY_KEY_IN_USE) and then replays its
-answer; in another process it runs, finds the answer stored when it tries to store its own
-(the unique row), stores nothing and replays. docs/idempotency.md has the whole contract.
+The first 2xx answer is stored in the command's own transaction (titen.service.answers); a
+repeat with the same key and body (as parsed JSON) is answered from it with
+`Idempotent-Replayed: true`, recording nothing; another body is 422 IDEMPOTENCY_KEY_REUSED.
+Failures are not stored, so their retries run again. A repeat that arrives while the first runs
+never runs twice: in this process it waits for the first (up to WAIT_SECONDS, else 409
+IDEMPOTENCY_KEY_IN_USE); in another it runs, meets the stored answer's unique row, and replays
+it. docs/idempotency.md has the whole contract.
 """
 
 from __future__ import annotations

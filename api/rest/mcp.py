@@ -1,21 +1,14 @@
 """`/mcp`: the agent's two MCP tools (titen.api.mcp_tools) over Streamable HTTP, per request key.
 
-The protocol is the MCP SDK's own (`StreamableHTTPSessionManager`), run on a loop thread of each
-worker (api/rest/asgi.py); everything around it is Falcon's, as for every route: the request id
-and log, metrics, the body limit, and the key (`Authorization: Bearer KEY`, a 401 otherwise, a
-revoked key refused within a second) on every request, so a tool call acts as the principal of
-the key that sent it, in that key's organization, and nothing else. Every refusal here is a
-JSON-RPC error in REST's words (api/rest/jsonrpc.py), which MCP clients show their users.
+The protocol is the MCP SDK's (`StreamableHTTPSessionManager`), run on a loop thread of each
+worker (api/rest/asgi.py); around it everything is Falcon's, as for every route: request id,
+log, metrics, body limit, and the key on every request, so a tool call acts as that key's
+principal. Every refusal is a JSON-RPC error in REST's words (api/rest/jsonrpc.py).
 
-Sessions hold no state on the server, so any worker and any server of the store serves any
-request: the SDK runs stateless (each POST is served on its own, answered with JSON, never a
-stream), and titen issues the `Mcp-Session-Id` an `initialize` is answered with, bound to the
-key (domain/mcp_sessions.py). A later request naming a session must come with that key, else
-it is told 404 as for a session that does not exist; a request naming none is served too
-(stateless POSTs, and clients on the single-exchange protocol revision, which has no sessions).
-Nothing is streamed from server to client: a GET (the optional server-to-client stream) and a
-DELETE (the optional ending of a session) answer 405, as the transport allows, so no request
-holds a thread past its answer and the subscriber quotas have nothing to count.
+The server keeps no session state: the SDK runs stateless, and titen issues the
+`Mcp-Session-Id` bound to the key (domain/mcp_sessions.py), so any worker of any node serves any
+request; a session named with another key is 404. Nothing is streamed from server to client:
+GET and DELETE answer 405, as the transport allows, so no request holds a thread past its answer.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """The slots of open event streams and waiting long-polls: a limit per server process, and
 quotas per organization and per principal so that no one can take every slot.
 
-A stream or a long-poll that waits holds a waitress thread, so their number is bounded by
-`--max-subscribers`; within it an organization holds at most `--max-subscribers-per-org` and a
-principal at most `--max-subscribers-per-principal`, streams and waiting long-polls alike.
-Past a quota the caller is answered 429 `TOO_MANY_SUBSCRIBERS` (it is its own use: close one of
-its subscriptions); past the limit 503 `UNAVAILABLE` (the server is full). Both carry
-Retry-After. Quotas are checked first, so a noisy organization is told it is the one over.
-
-A slot is freed as soon as its subscription ends; a subscription ends within a second of its
-client closing the connection: the server watches the socket of each one while it waits
-(`client_gone`, api/rest/connections.py) instead of learning it at the next heartbeat.
-With `titen serve --workers N` the limit and the quotas are each worker process's.
+Each waiting stream or long-poll holds a thread, so their number is bounded by
+`--max-subscribers`, with at most `--max-subscribers-per-org` per organization and
+`--max-subscribers-per-principal` per principal. Past a quota: 429 `TOO_MANY_SUBSCRIBERS` (close
+one of yours); past the limit: 503 `UNAVAILABLE`; both with Retry-After. Quotas are checked
+first, so a noisy organization is told it is the one over. A slot is freed within a second of
+its client closing the connection (`client_gone`, api/rest/connections.py). Each worker process
+of `titen serve --workers N` has its own limit and quotas.
 """
 
 from __future__ import annotations
