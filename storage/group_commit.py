@@ -1,15 +1,13 @@
 """Group commit: the aggregates of commands that reach the store at once are saved together.
 
-Each save is a transaction, and on PostgreSQL the recorder holds an exclusive table lock until
-the commit is flushed, so one aggregate per transaction would serialise every command behind one
-flush. Commands arriving during a save queue here; the first then saves the whole queue in one
-transaction. This decides nothing: races are settled by optimistic concurrency, and a batch that
-fails on a version conflict or an existing kept row (storage/inline.py) is saved again one
-aggregate at a time, so only the command that lost its race sees the failure. On SQLite the
-workers of one server also take turns (`FileTurn`, a file lock the kernel passes on at once):
-a leader waits for the turn before taking its batch, so commands keep joining while another
-process saves, rather than meeting at SQLite's lock, whose busy handler sleeps 1 to 10 ms.
-PostgreSQL's writers queue on its lock.
+On PostgreSQL the recorder holds an exclusive table lock until the commit is flushed, so one
+aggregate per transaction would serialise every command behind one flush. Commands arriving
+during a save queue here; the first then saves the whole queue in one transaction. This decides
+nothing: races are settled by optimistic concurrency, and a batch that fails on a version
+conflict or an existing kept row (storage/inline.py) is saved again one aggregate at a time, so
+only the command that lost its race sees the failure. On SQLite a server's workers also take
+turns (`FileTurn`, a file lock the kernel passes on at once), so commands keep joining a batch
+while another process saves instead of meeting at SQLite's lock, whose busy handler sleeps.
 """
 
 from __future__ import annotations
