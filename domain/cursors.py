@@ -1,29 +1,19 @@
-"""The opaque cursor: a position sealed so that clients can neither read nor forge one.
+"""The opaque cursor: a position sealed so that clients can neither read, forge nor compare one.
 
 One encoding for every place that hands a position out: list pages, the event log's `cursor`
 and `next_cursor`, and the CloudEvents that webhooks and the relay deliver. Reading one back
-strictly is the REST edge's job (api/rest/paging.py).
+strictly is the REST edge's job (api/rest/paging.py). A cursor is one AES-256 block under a key
+of the store's (service/store_secret.py), in URL-safe base64, holding the position's 8 bytes, a
+purpose byte (1: a log position, 2: another counter) so that neither kind passes for the other,
+and check bytes that a changed or made-up cursor fails (one chance in 2^56 or better).
 
-Version 3, made now: a version byte, then one AES-256 block that encrypts the position's 8
-bytes, a purpose byte (1: a log position, 2: another counter: a resource's audit, the webhook
-list, delivery attempts) and 7 zero check bytes. The purpose seals the two apart: a counter's
-cursor is no log position (an audit cursor given as the event log's `after` would otherwise
-read the log from a number the caller never saw), and a log cursor is no counter's.
-
-Version 2, made by the previous release: the same block with 8 zero check bytes and no purpose,
-still accepted wherever it was (as a log position or a counter's), since clients hold them.
-Its block was encrypted under a key of the store's (service/store_secret.py),
-in URL-safe base64 (23 characters). The log position is global, so in the clear (version 1) it
-let one organization count every organization's events between two of its own; sealed, a cursor
-says nothing of the position, not even how far apart two are. A changed or made-up cursor
-decrypts to check bytes that are not zero (one chance in 2^64 of passing), so it is refused. One
-block under a fixed key is deterministic: the same position always gives the same cursor, on any
-process of the store and after restarts, which is what a client resuming from a cursor needs.
-
-Version 1, made by earlier releases (URL-safe base64 of `{"v":1,"after":N}`), is still accepted,
-since clients hold them, but a log position only up to where the log ended when the store's
-secret was made: every cursor of the log handed out in the clear was at most that, and anything
-beyond would let a client probe positions it was never given.
+Version 4, every cursor that stands for a place rather than an event (`after=latest`, an empty
+page's `next_cursor`, list pages): a fresh 7-byte nonce, in the clear and as the check bytes, so
+two cursors of one position differ and asking twice tells nothing of commits between. Version 3,
+an event's own `cursor`: 7 zero check bytes, the same wherever the event is served (pull, stream,
+webhooks, the relay), and it names an event its reader was shown. Version 2 (no purpose byte)
+and version 1 (`{"v":1,"after":N}` in the clear, a log position only up to where the log ended
+when the store's secret was made) were handed out by earlier releases and are still taken.
 """
 
 from __future__ import annotations
@@ -31,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import secrets
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -40,6 +31,10 @@ UNSEALED = 1
 SEALED = 2
 """Sealed without a purpose: the previous release's cursors, read back only."""
 TAGGED = 3
+"""An event's own cursor: deterministic."""
+FRESH = 4
+"""A cursor of a place: a fresh nonce each time it is made."""
+NONCE = 7
 LOG, COUNTER = 1, 2
 """Purpose bytes; neither is 0, so no version 3 block is a version 2 block under another
 version byte (one spelling per cursor)."""
@@ -57,7 +52,19 @@ class Cursors:
         self.unsealed_until = unsealed_until
 
     def seal(self, position: int, *, of_log: bool = True) -> str:
-        """The cursor of a log position or (`of_log` False) of another counter's."""
+        """A new cursor of a log position or (`of_log` False) of another counter's, unlike any
+        made before for the same position."""
+        return self._fresh(position, of_log, secrets.token_bytes(NONCE))
+
+    def _fresh(self, position: int, of_log: bool, nonce: bytes) -> str:
+        plain = position.to_bytes(8, "big") + _purpose(of_log) + nonce
+        return _text(bytes([FRESH]) + nonce + self._block(plain))
+
+    def seal_event(self, position: int) -> str:
+        """The cursor of the event at a log position: the same each time."""
+        return self._tagged(position, of_log=True)
+
+    def _tagged(self, position: int, *, of_log: bool) -> str:
         plain = position.to_bytes(8, "big") + _purpose(of_log) + CHECK[1:]
         return _text(bytes([TAGGED]) + self._block(plain))
 
@@ -81,8 +88,11 @@ class Cursors:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         except (binascii.Error, ValueError):
             return None
-        version = raw[0] if len(raw) == 17 and raw[0] in (SEALED, TAGGED) else UNSEALED
-        if version == TAGGED:
+        version = _version(raw)
+        if version == FRESH:
+            nonce = raw[1 : 1 + NONCE]
+            position = self._opened(raw[1 + NONCE :], _purpose(of_log) + nonce)
+        elif version == TAGGED:
             position = self._opened(raw[1:], _purpose(of_log) + CHECK[1:])
         elif version == SEALED:
             position = self._opened(raw[1:], CHECK)
@@ -92,8 +102,10 @@ class Cursors:
                 return None
         if position is None or not 0 <= position <= MAX_POSITION:
             return None
-        if version == TAGGED:
-            spelled = self.seal(position, of_log=of_log)
+        if version == FRESH:
+            spelled = self._fresh(position, of_log, raw[1 : 1 + NONCE])
+        elif version == TAGGED:
+            spelled = self._tagged(position, of_log=of_log)
         elif version == SEALED:
             spelled = self._sealed_untagged(position)
         else:
@@ -107,12 +119,22 @@ class Cursors:
         return MAX_POSITION
 
     def _opened(self, block: bytes, check: bytes) -> int | None:
-        """The position in a sealed block whose last 8 bytes are `check`, else None."""
+        """The position in a sealed block whose bytes after the position are `check`, else
+        None."""
         decryptor = self._cipher.decryptor()
         plain = decryptor.update(block) + decryptor.finalize()
         if plain[8:] != check:
             return None
         return int.from_bytes(plain[:8], "big")
+
+
+def _version(raw: bytes) -> int:
+    """Which version a decoded cursor claims to be, by its length and first byte."""
+    if len(raw) == 1 + NONCE + 16 and raw[0] == FRESH:
+        return FRESH
+    if len(raw) == 17 and raw[0] in (SEALED, TAGGED):
+        return raw[0]
+    return UNSEALED
 
 
 def _purpose(of_log: bool) -> bytes:

@@ -13,6 +13,7 @@ PROJECTIONS = {
     "lease_directory",
     "lease_terms",
     "handoff_directory",
+    "event_parties",
 }
 
 

@@ -30,6 +30,7 @@ PROJECTIONS = (
     "lease_directory",
     "lease_terms",
     "handoff_directory",
+    "event_parties",
 )
 
 
