@@ -10,6 +10,7 @@ from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
+from titen.api.rest.budget import OrgBudget, org_budget
 from titen.api.rest.cors import cors
 from titen.api.rest.events import Events, EventStream
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
@@ -72,7 +73,10 @@ def openapi() -> dict[str, Any]:
 def create_app(
     services: Services,
     settings: ServerSettings = DEFAULTS,
+    budget: OrgBudget | None = None,
 ) -> falcon.App:
+    """The app; `budget` is the node's (made before its workers were forked), else one of its
+    own is made from `settings.org_rate`."""
     middleware: list[Any] = [  # each has some of falcon's hooks, no one protocol fits all
         RequestLog(),
         StoreCursors(services.cursors),
@@ -82,7 +86,7 @@ def create_app(
     middleware += [
         RequestMetrics(),
         BodyLimit(),
-        Authentication(services.keys, services.tickets),
+        Authentication(services.keys, services.tickets, budget or org_budget(settings)),
         PathIds(),
     ]
     app = falcon.App(middleware=middleware, router=Router())

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from titen.api.rest.contract import JSON, STATUS_OF, STRING, Contract, Operation
+from titen.api.rest.errors import CODES
 
 VERSION = "0.1.0"
 IDEMPOTENCY_KEY = {
@@ -32,6 +33,19 @@ RETRY_AFTER = {
     "description": "Seconds to wait before retrying.",
     "schema": {"type": "string", "pattern": "^[0-9]+$"},
 }
+RATE_LIMIT = {
+    "RateLimit-Policy": {
+        "description": "The organization's budget (draft-ietf-httpapi-ratelimit-headers): "
+        '`"org";q=BURST;w=SECONDS`.',
+        "schema": {"type": "string"},
+    },
+    "RateLimit": {
+        "description": 'What is left of it: `"org";r=0;t=SECONDS` (seconds until one more '
+        "request is allowed).",
+        "schema": {"type": "string"},
+    },
+}
+"""The headers of a 429 TOO_MANY_REQUESTS (api/rest/budget.py)."""
 REASONS = {
     400: "The request is malformed; the message names the field.",
     401: "No valid API key.",
@@ -41,7 +55,9 @@ REASONS = {
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON.",
     422: "The Idempotency-Key was used with a different request body.",
-    429: "The caller's quota is in use; retry after closing one.",
+    429: "Over a quota: the organization's request budget on this server "
+    "(TOO_MANY_REQUESTS: retry after Retry-After), or the caller's subscriptions "
+    "(TOO_MANY_SUBSCRIBERS: close one).",
     500: "Internal error.",
     503: "Unavailable for now; retry.",
 }
@@ -155,6 +171,8 @@ def _responses(operation: Operation) -> dict[str, Any]:
         }
         if status in (429, 503):
             responses[str(status)]["headers"] = {"Retry-After": RETRY_AFTER}
+        if CODES[429] in codes:
+            responses[str(status)]["headers"].update(RATE_LIMIT)
     for status, schema in operation.protocol_errors.items():
         _add_protocol_error(responses, status, schema)
     return responses

@@ -66,6 +66,7 @@ PR_SET_PDEATHSIG = 1
 def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
     """Serve with `workers` processes until stopped; the exit status."""
     with _metrics_dir():  # before this process imports prometheus-client, below
+        from titen.api.rest.budget import org_budget
         from titen.api.rest.logs import configure, default_format
         from titen.api.rest.server import announce, listeners, serve
         from titen.service.bootstrap import bootstrap
@@ -81,6 +82,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         sqlite = opened.database.kind == "sqlite"
         turn = SharedMutex() if sqlite else None
         checkpoints = shared_progress() if sqlite else None  # the WAL's, kept together
+        budget = org_budget(settings)  # each organization's requests, counted by all workers
 
         def work(slot: int) -> None:
             services = bootstrap(
@@ -91,7 +93,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
                 checkpoints=checkpoints,
             )
             try:
-                serve(services, settings, sock, metrics_sock, shares.join(slot))
+                serve(services, settings, sock, metrics_sock, shares.join(slot), budget)
             finally:
                 services.close()
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from titen.api.rest.app import create_app
 from titen.api.rest.balance import Share
+from titen.api.rest.budget import OrgBudget
 from titen.api.rest.connections import Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
@@ -66,16 +67,18 @@ def serve(
     sock: socket.socket,
     metrics_sock: socket.socket | None = None,
     share: Share | None = None,
+    budget: OrgBudget | None = None,
 ) -> None:
     """Serve on the listening `sock` (and /metrics on `metrics_sock`) until KeyboardInterrupt
     (Ctrl-C, or SIGTERM: api/rest/signals.py), then stop in order: no new connections, then
     the threads; the caller closes the store. A worker of several accepts its `share` of the
-    connections (api/rest/balance.py)."""
+    connections (api/rest/balance.py), and counts requests against the node's `budget`
+    (api/rest/budget.py), which the parent made before forking it."""
     threads = settings.threads + settings.max_subscribers
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
         log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
-    server = Server(create_app(services, settings), settings, threads, sock, share)
+    server = Server(create_app(services, settings, budget), settings, threads, sock, share)
     try:
         stop_metrics = _metrics(services, metrics_sock)
         try:

@@ -105,7 +105,24 @@ def test_every_operation_lists_its_error_codes_in_the_envelope(document):
                     codes = member["properties"]["error"]["properties"]["code"]["enum"]
                     assert codes and all(STATUS_OF[code] == int(status) for code in codes)
     resolve = document["paths"]["/v1/handoffs/{handoff_id}/resolve"]["post"]["responses"]
-    assert set(resolve) == {"200", "400", "401", "404", "409", "413", "415", "422", "500", "503"}
+    assert set(resolve) == {
+        "200",
+        "400",
+        "401",
+        "404",
+        "409",
+        "413",
+        "415",
+        "422",
+        "429",
+        "500",
+        "503",
+    }
+    limited = resolve["429"]
+    assert set(limited["headers"]) == {"Retry-After", "RateLimit-Policy", "RateLimit"}
+    assert limited["content"]["application/json"]["schema"]["properties"]["error"]["properties"][
+        "code"
+    ]["enum"] == ["TOO_MANY_REQUESTS"]
     header = document["paths"]["/v1/leases"]["post"]["parameters"][-1]
     assert header["name"] == "Idempotency-Key" and header["in"] == "header"
 
@@ -115,7 +132,19 @@ def test_mcp_is_one_opaque_json_rpc_operation(document):
     operation = document["paths"]["/mcp"][method]
     assert (method, operation["operationId"]) == ("post", "mcp")
     responses = operation["responses"]
-    assert set(responses) == {"200", "202", "400", "401", "404", "406", "413", "415", "500", "503"}
+    assert set(responses) == {
+        "200",
+        "202",
+        "400",
+        "401",
+        "404",
+        "406",
+        "413",
+        "415",
+        "429",
+        "500",
+        "503",
+    }
     body = operation["requestBody"]["content"]["application/json"]["schema"]
     assert body["type"] == "object" and "properties" not in body  # the protocol's, not ours
 
