@@ -10,7 +10,7 @@ from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication
 from titen.api.rest.body import BodyLimit
-from titen.api.rest.budget import OrgBudget, org_budget
+from titen.api.rest.budget import OrgBudget
 from titen.api.rest.cors import cors
 from titen.api.rest.events import Events, EventStream
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
@@ -75,8 +75,8 @@ def create_app(
     settings: ServerSettings = DEFAULTS,
     budget: OrgBudget | None = None,
 ) -> falcon.App:
-    """The app; `budget` is the node's (made before its workers were forked), else one of its
-    own is made from `settings.org_rate`."""
+    """The app; with a `budget` (`titen serve --org-rate`: api/rest/server.py), each request
+    is counted against its organization's."""
     middleware: list[Any] = [  # each has some of falcon's hooks, no one protocol fits all
         RequestLog(),
         StoreCursors(services.cursors),
@@ -86,7 +86,7 @@ def create_app(
     middleware += [
         RequestMetrics(),
         BodyLimit(),
-        Authentication(services.keys, services.tickets, budget or org_budget(settings)),
+        Authentication(services.keys, services.tickets, budget),
         PathIds(),
     ]
     app = falcon.App(middleware=middleware, router=Router())

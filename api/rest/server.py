@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from titen.api.rest.app import create_app
 from titen.api.rest.balance import Share
-from titen.api.rest.budget import OrgBudget
+from titen.api.rest.budget import OrgBudget, org_budget
 from titen.api.rest.connections import Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
@@ -78,6 +78,7 @@ def serve(
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
         log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
+    budget = budget or org_budget(settings)  # one process's own, unless a parent made one
     server = Server(create_app(services, settings, budget), settings, threads, sock, share)
     try:
         stop_metrics = _metrics(services, metrics_sock)
