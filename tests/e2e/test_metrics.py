@@ -98,7 +98,8 @@ def test_counters_move_with_the_requests_made(served):
     assert moved("titen_handoffs_resolved_total", status="rejected") == 1
 
     ready = api.request("GET", "/readyz", key=ops)[1]["data"]
-    assert sample(after, "titen_event_log_position") == ready["log_position"] > 0
+    assert "log_position" not in ready  # positions are this port's alone
+    assert sample(after, "titen_event_log_position") > 0
     assert sample(after, "titen_database_up") == 1
     for name in PROJECTIONS:
         assert ("titen_projection_lag_events", frozenset({("projection", name)})) in after
