@@ -62,12 +62,13 @@ class Authentication:
         req.context.key_hash = hashed
 
     def _by_key(self, header: str) -> tuple[Principal, str]:
-        if self.budget is None:
-            return by_key(self.keys, header)
-        cached = self.keys.cached(bearer_hash(header))
+        hashed = bearer_hash(header)
+        cached = None if self.budget is None else self.keys.cached(hashed)
         if cached is not None:
             self._spend(cached.organization)
-        principal, hashed = by_key(self.keys, header)
+        principal = self.keys.authenticate_hash(hashed)
+        if principal is None:
+            raise error(401)
         if cached is None:
             self._spend(principal.organization)
         return principal, hashed
