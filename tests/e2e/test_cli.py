@@ -88,7 +88,7 @@ def test_leases_survive_a_restart_and_each_request_is_logged(database):
     lease = Http(server.url, alice).request("POST", "/v1/leases", ACQUIRE)[1]["data"]
     server.stop()
     log = server.log
-    assert re.search(r"POST /v1/leases 201 \d+\.\dms", log)
+    assert re.search(r'POST \\"/v1/leases\\" 201 \d+\.\dms', log)  # in a JSON line
 
     server = Server(database)
     try:
