@@ -15,6 +15,7 @@ import hashlib
 import math
 import mmap
 import struct
+import threading
 import time
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ BURST_SECONDS = 2
 SLOTS = 4096
 PROBES = 16
 """Slots looked at for an organization, from the one its hash names."""
-LOCK_TIMEOUT = 0.05
+LOCK_TIMEOUT = 1.0
 """How long a request waits for the table; past it, it is served uncounted (never stuck)."""
 _SLOT = struct.Struct("=Qdd")
 """A slot: the organization's 64-bit hash (0: empty), its tokens, when they were counted."""
@@ -55,27 +56,36 @@ class OrgBudget:
         self._slots = slots
         self._table = mmap.mmap(-1, slots * _SLOT.size)  # shared and anonymous: forks see one
         self._mutex = SharedMutex()
+        self._turn = threading.Lock()
+        """This process's threads queue here, so that the one holding the shared mutex is
+        not kept from the interpreter lock by its siblings waiting for the mutex."""
 
     def wait(self, organization: str) -> float:
         """Take one request from the organization's bucket: 0.0 when it may go on, else the
         seconds until it may (nothing is taken then)."""
         key = _key(organization)
-        now = time.monotonic()  # one clock for every process of the host (CLOCK_MONOTONIC)
-        if not self._mutex.acquire(LOCK_TIMEOUT):
-            return 0.0
-        try:
-            slot, tokens, stamp = self._find(key, now)
-            burst = self.policy.burst
-            tokens = min(burst, tokens + max(0.0, now - stamp) * self.policy.rate)
-            if not 0 <= tokens <= burst:  # NaN: a slot a dying worker left half-written
-                tokens = burst
-            if tokens >= 1:
-                _SLOT.pack_into(self._table, slot * _SLOT.size, key, tokens - 1, now)
+        with self._turn:
+            if not self._mutex.acquire(LOCK_TIMEOUT):
                 return 0.0
-            _SLOT.pack_into(self._table, slot * _SLOT.size, key, tokens, now)
-            return (1 - tokens) / self.policy.rate
-        finally:
-            self._mutex.release()
+            try:
+                return self._take(key)
+            finally:
+                self._mutex.release()
+
+    def _take(self, key: int) -> float:
+        """`wait`'s work, with the table held: read the clock only now, so that the instants
+        written to a slot never go back (one clock for every process: CLOCK_MONOTONIC)."""
+        now = time.monotonic()
+        slot, tokens, stamp = self._find(key, now)
+        burst = self.policy.burst
+        tokens = min(burst, tokens + max(0.0, now - stamp) * self.policy.rate)
+        if not 0 <= tokens <= burst:  # NaN: a slot a dying worker left half-written
+            tokens = burst
+        if tokens >= 1:
+            _SLOT.pack_into(self._table, slot * _SLOT.size, key, tokens - 1, now)
+            return 0.0
+        _SLOT.pack_into(self._table, slot * _SLOT.size, key, tokens, now)
+        return (1 - tokens) / self.policy.rate
 
     def _find(self, key: int, now: float) -> tuple[int, float, float]:
         """The organization's slot, its tokens and when they were counted: its own, else an

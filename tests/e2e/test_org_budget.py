@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
+import threading
 import time
 from collections.abc import Iterator
 from http import client
@@ -98,6 +99,38 @@ def test_forked_processes_spend_one_bucket_per_organization():
     assert sum(allowed.get() for _ in children) == 1  # one bucket, not one per process
     assert 0 < budget.wait("acme") <= 100
     assert budget.wait("umbra") == 0
+
+
+def _hammer(budget: OrgBudget, until: float, allowed) -> None:
+    counts = []
+
+    def spend() -> None:
+        counts.append(
+            sum(budget.wait("acme") == 0 for _ in iter(lambda: time.time() < until, False))
+        )
+
+    threads = [threading.Thread(target=spend) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    allowed.put(sum(counts))
+
+
+def test_processes_and_threads_at_once_spend_no_more_than_the_burst_and_the_rate():
+    budget = OrgBudget(rate=50, slots=64)
+    fork = multiprocessing.get_context("fork")
+    allowed = fork.Queue()
+    began = time.time()
+    until = began + 1.5
+    children = [fork.Process(target=_hammer, args=(budget, until, allowed)) for _ in range(3)]
+    for child in children:
+        child.start()
+    total = sum(allowed.get() for _ in children)
+    for child in children:
+        child.join()
+    elapsed = time.time() - began
+    assert budget.policy.burst <= total <= budget.policy.burst + 50 * elapsed + 1
 
 
 def test_a_full_table_gives_the_stalest_slot_to_a_new_organization():
