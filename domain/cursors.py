@@ -1,19 +1,14 @@
 """The opaque cursor: a position sealed so that clients can neither read, forge nor compare one.
 
-One encoding for every place that hands a position out: list pages, the event log's `cursor`
-and `next_cursor`, and the CloudEvents that webhooks and the relay deliver. Reading one back
-strictly is the REST edge's job (api/rest/paging.py). A cursor is one AES-256 block under a key
-of the store's (service/store_secret.py), in URL-safe base64, holding the position's 8 bytes, a
-purpose byte (1: a log position, 2: another counter) so that neither kind passes for the other,
-and check bytes that a changed or made-up cursor fails (one chance in 2^56 or better).
-
-Version 4, every cursor that stands for a place rather than an event (`after=latest`, an empty
-page's `next_cursor`, list pages): a fresh 7-byte nonce, in the clear and as the check bytes, so
-two cursors of one position differ and asking twice tells nothing of commits between. Version 3,
-an event's own `cursor`: 7 zero check bytes, the same wherever the event is served (pull, stream,
-webhooks, the relay), and it names an event its reader was shown. Version 2 (no purpose byte)
-and version 1 (`{"v":1,"after":N}` in the clear, a log position only up to where the log ended
-when the store's secret was made) were handed out by earlier releases and are still taken.
+One AES-256 block under a key of the store's (service/store_secret.py), in URL-safe base64: the
+position's 8 bytes, a purpose byte (1: a log position, 2: another counter, so neither passes for
+the other) and check bytes a changed or made-up cursor fails. Version 4, every cursor of a place
+(`after=latest`, an empty page's `next_cursor`, list pages): a fresh 7-byte nonce, in the clear
+and as the check bytes, so two cursors of one position differ and asking twice tells nothing of
+commits between. Version 3, an event's own `cursor`: zero check bytes, the same on every path
+the event is served. Versions 2 (no purpose byte) and 1 (`{"v":1,"after":N}` in the clear, a
+log position only up to where the log ended when the secret was made) are still taken.
+Reading one back strictly is the REST edge's job (api/rest/paging.py).
 """
 
 from __future__ import annotations
