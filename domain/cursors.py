@@ -1,14 +1,14 @@
-"""The opaque cursor: a position sealed so that clients can neither read nor forge one.
+"""The opaque cursor: a position sealed so that clients can neither read, forge nor compare one.
 
-One encoding for every position handed out (list pages, the event log, CloudEvents); reading
-one back strictly is the REST edge's job (api/rest/paging.py). Version 3 is a version byte and
-one AES-256 block, under the store's key (service/store_secret.py), of the position's 8 bytes,
-a purpose byte (LOG or COUNTER: no counter's cursor reads as a log position) and 7 zero check
-bytes, in URL-safe base64. A forged cursor fails the check (one chance in 2^64); one block under
-a fixed key is deterministic, so a position has one cursor on every process and after restarts.
-Sealed, the global log position tells one organization nothing of the others' events. Clients
-hold cursors of earlier releases, so they stay valid: version 2 (no purpose byte) anywhere, and
-version 1 (`{"v":1,"after":N}` in the clear) up to where the log ended when the secret was made.
+One AES-256 block under a key of the store's (service/store_secret.py), in URL-safe base64: the
+position's 8 bytes, a purpose byte (1: a log position, 2: another counter, so neither passes for
+the other) and check bytes a changed or made-up cursor fails. Version 4, every cursor of a place
+(`after=latest`, an empty page's `next_cursor`, list pages): a fresh 7-byte nonce, in the clear
+and as the check bytes, so two cursors of one position differ and asking twice tells nothing of
+commits between. Version 3, an event's own `cursor`: zero check bytes, the same on every path
+the event is served. Versions 2 (no purpose byte) and 1 (`{"v":1,"after":N}` in the clear, a
+log position only up to where the log ended when the secret was made) are still taken.
+Reading one back strictly is the REST edge's job (api/rest/paging.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import secrets
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -25,6 +26,10 @@ UNSEALED = 1
 SEALED = 2
 """Sealed without a purpose: the previous release's cursors, read back only."""
 TAGGED = 3
+"""An event's own cursor: deterministic."""
+FRESH = 4
+"""A cursor of a place: a fresh nonce each time it is made."""
+NONCE = 7
 LOG, COUNTER = 1, 2
 """Purpose bytes: a log position, or another counter (a resource's audit, the webhook list,
 delivery attempts). Neither is 0, so no version 3 block is also a version 2 block."""
@@ -42,7 +47,19 @@ class Cursors:
         self.unsealed_until = unsealed_until
 
     def seal(self, position: int, *, of_log: bool = True) -> str:
-        """The cursor of a log position or (`of_log` False) of another counter's."""
+        """A new cursor of a log position or (`of_log` False) of another counter's, unlike any
+        made before for the same position."""
+        return self._fresh(position, of_log, secrets.token_bytes(NONCE))
+
+    def _fresh(self, position: int, of_log: bool, nonce: bytes) -> str:
+        plain = position.to_bytes(8, "big") + _purpose(of_log) + nonce
+        return _text(bytes([FRESH]) + nonce + self._block(plain))
+
+    def seal_event(self, position: int) -> str:
+        """The cursor of the event at a log position: the same each time."""
+        return self._tagged(position, of_log=True)
+
+    def _tagged(self, position: int, *, of_log: bool) -> str:
         plain = position.to_bytes(8, "big") + _purpose(of_log) + CHECK[1:]
         return _text(bytes([TAGGED]) + self._block(plain))
 
@@ -66,8 +83,11 @@ class Cursors:
             raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         except (binascii.Error, ValueError):
             return None
-        version = raw[0] if len(raw) == 17 and raw[0] in (SEALED, TAGGED) else UNSEALED
-        if version == TAGGED:
+        version = _version(raw)
+        if version == FRESH:
+            nonce = raw[1 : 1 + NONCE]
+            position = self._opened(raw[1 + NONCE :], _purpose(of_log) + nonce)
+        elif version == TAGGED:
             position = self._opened(raw[1:], _purpose(of_log) + CHECK[1:])
         elif version == SEALED:
             position = self._opened(raw[1:], CHECK)
@@ -77,8 +97,10 @@ class Cursors:
                 return None
         if position is None or not 0 <= position <= MAX_POSITION:
             return None
-        if version == TAGGED:
-            spelled = self.seal(position, of_log=of_log)
+        if version == FRESH:
+            spelled = self._fresh(position, of_log, raw[1 : 1 + NONCE])
+        elif version == TAGGED:
+            spelled = self._tagged(position, of_log=of_log)
         elif version == SEALED:
             spelled = self._sealed_untagged(position)
         else:
@@ -92,12 +114,22 @@ class Cursors:
         return MAX_POSITION
 
     def _opened(self, block: bytes, check: bytes) -> int | None:
-        """The position in a sealed block whose last 8 bytes are `check`, else None."""
+        """The position in a sealed block whose bytes after the position are `check`, else
+        None."""
         decryptor = self._cipher.decryptor()
         plain = decryptor.update(block) + decryptor.finalize()
         if plain[8:] != check:
             return None
         return int.from_bytes(plain[:8], "big")
+
+
+def _version(raw: bytes) -> int:
+    """Which version a decoded cursor claims to be, by its length and first byte."""
+    if len(raw) == 1 + NONCE + 16 and raw[0] == FRESH:
+        return FRESH
+    if len(raw) == 17 and raw[0] in (SEALED, TAGGED):
+        return raw[0]
+    return UNSEALED
 
 
 def _purpose(of_log: bool) -> bytes:

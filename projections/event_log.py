@@ -30,6 +30,8 @@ class Published:
     """A CloudEvents 1.0 object; `cursor` is added when it is served."""
     cursor: str
     """Its position sealed with the store's key (not stored: the rows stay the log's)."""
+    parties: frozenset[str] = frozenset()
+    """The principals party to it (an agent reads only the events it is party to)."""
 
     def served(self) -> dict[str, Any]:
         """As GET /v1/events shows it and webhooks deliver it: with its `cursor`."""
@@ -124,17 +126,33 @@ class EventLog(Projection):
         )
 
     def read(
-        self, organization: str, after: int, types: tuple[str, ...], limit: int
+        self,
+        organization: str,
+        after: int,
+        types: tuple[str, ...],
+        limit: int,
+        party: str | None = None,
     ) -> list[Published]:
-        """The organization's events after a position, oldest first."""
-        statement = (
-            "SELECT position, event FROM {event_log} WHERE organization = %s AND position > %s"
-        )
-        params: list[Any] = [organization, after]
+        """The organization's events after a position, oldest first; with a `party`, only those
+        it is party to, found through their parties' rows (projections/event_parties.py)."""
+        if party is None:
+            statement = (
+                "SELECT position, event FROM {event_log} e"
+                " WHERE organization = %s AND position > %s"
+            )
+            params: list[Any] = [organization, after]
+        else:
+            statement = (
+                "SELECT e.position, e.event FROM {event_parties} p"
+                " JOIN {event_log} e ON e.position = p.position"
+                " WHERE p.organization = %s AND p.principal = %s AND p.position > %s"
+            )
+            params = [organization, party, after]
         if types:
-            statement += f" AND type IN ({', '.join(['%s'] * len(types))})"
+            statement += f" AND e.type IN ({', '.join(['%s'] * len(types))})"
             params += types
-        rows = self.store.query(statement + " ORDER BY position LIMIT %s", [*params, limit])
+        order = " ORDER BY position" if party is None else " ORDER BY p.position"
+        rows = self.store.query(statement + order + " LIMIT %s", [*params, limit])
         return [self._published(row) for row in rows]
 
     def tail(self, after: int, limit: int) -> list[tuple[str, Published]]:
@@ -148,7 +166,10 @@ class EventLog(Projection):
 
     def _published(self, row: dict[str, Any]) -> Published:
         position = row["position"]
-        return Published(position, json.loads(row["event"]), self.cursors.seal(position))
+        event = json.loads(row["event"])
+        return Published(
+            position, event, self.cursors.seal_event(position), _parties(event["data"])
+        )
 
     def last_position(self) -> int:
         """The newest row's position (0 when there is none)."""
@@ -158,6 +179,14 @@ class EventLog(Projection):
     def rows(self) -> list[dict[str, Any]]:
         """Every row in log order, for comparing a rebuild with the live table."""
         return self.store.query("SELECT * FROM {event_log} ORDER BY position")
+
+
+def _parties(data: dict[str, Any]) -> frozenset[str]:
+    """Who is party to a published event, from its data: a lease's holder, a handoff's sender
+    and target (as projections/event_parties.py records them)."""
+    if "holder" in data:
+        return frozenset((data["holder"],))
+    return frozenset((data["from_principal"], data["to_principal"]))
 
 
 def _lease_data(event: Lease.Acquired) -> dict[str, Any]:

@@ -127,15 +127,23 @@ class RecentEvents:
             waiting.signal()
 
     def read(
-        self, organization: str, after: int, types: tuple[str, ...], limit: int
+        self,
+        organization: str,
+        after: int,
+        types: tuple[str, ...],
+        limit: int,
+        party: str | None = None,
     ) -> list[Published]:
-        """The organization's events after a position, oldest first: from memory when it holds
-        every row after `after`, else from the table."""
+        """The organization's events after a position, oldest first (with a `party`, only those
+        it is party to): from memory when it holds every row after `after`, else from the
+        table."""
         newer = self._held_after(organization, after)
         if newer is None:
-            return self.log.read(organization, after, types, limit)
+            return self.log.read(organization, after, types, limit, party)
         if types:
             newer = [e for e in newer if e.event["type"] in types]
+        if party is not None:
+            newer = [e for e in newer if party in e.parties]
         return newer[:limit]
 
     def _held_after(self, organization: str, after: int) -> list[Published] | None:
@@ -153,13 +161,18 @@ class RecentEvents:
         return newer
 
     def read_committed(
-        self, organization: str, after: int, types: tuple[str, ...], limit: int
+        self,
+        organization: str,
+        after: int,
+        types: tuple[str, ...],
+        limit: int,
+        party: str | None = None,
     ) -> list[Published]:
         """The organization's events after a position, from the table: everything committed
         by now. Memory lags another process's commit until the follower's next pass, so a
         request's first read comes from here: a client that got a 201 from one server process
         then reads its event from any other."""
-        return self.log.read(organization, after, types, limit)
+        return self.log.read(organization, after, types, limit, party)
 
     def refresh(self) -> None:
         """Read the rows committed since the last read (the follower calls it on each commit)."""

@@ -10,6 +10,7 @@ from titen.domain.clock import Clock, SystemClock
 from titen.domain.cursors import Cursors
 from titen.domain.mcp_sessions import SessionIds
 from titen.projections.event_log import EventLog
+from titen.projections.event_parties import EventParties
 from titen.projections.failures import Failures
 from titen.projections.handoff_directory import HandoffDirectory
 from titen.projections.inbox import Inbox
@@ -115,6 +116,7 @@ def bootstrap(
         lease_terms = LeaseTerms(store)
         lease_listing = LeaseListing(store)
         handoff_directory = HandoffDirectory(store)
+        event_parties = EventParties(store)
         projections = [
             lease_index,
             inbox,
@@ -123,6 +125,7 @@ def bootstrap(
             lease_terms,
             handoff_directory,
             lease_listing,
+            event_parties,
         ]
         failures = Failures(store, clock, [p.name for p in projections])
         projector = Projector(app, store, projections, failures)

@@ -16,7 +16,7 @@ from titen.projections.inbox import Inbox, PendingHandoff
 from titen.service import metrics
 from titen.service.application import Keep, Titen
 from titen.service.keys import Keys, Principal
-from titen.service.roles import organization_readers
+from titen.service.roles import WHOLE_LOG
 
 
 class HandoffService:
@@ -67,7 +67,7 @@ class HandoffService:
         """Every pending handoff of the caller's organization, oldest first; refused to an
         agent, which sees only its own inbox."""
         if not caller.reads_organization:
-            readers = " or ".join(organization_readers())
+            readers = " or ".join(WHOLE_LOG)
             raise Forbidden(f"The organization's handoffs need the {readers} role.")
         return self.inbox.organization_pending(
             caller.organization, after=after, limit=limit, to_principal=to_principal

@@ -23,7 +23,7 @@ from typing import Any
 from titen.domain import identifiers
 from titen.domain.clock import Clock, iso
 from titen.projections.store import ViewStore
-from titen.service.roles import AGENT, OPERATOR, ROLES
+from titen.service.roles import OPERATOR, ROLES, WHOLE_LOG
 
 KEY_PREFIX = "titen_"
 SHOWN_CHARS = len(KEY_PREFIX) + 8
@@ -41,10 +41,17 @@ class Principal:
         return self.role == OPERATOR
 
     @property
+    def party(self) -> str | None:
+        """Whose events it reads of its organization's log: None for all of them (a dispatcher,
+        an operator), else its own name (an agent: the leases it holds or held, the handoffs
+        it sent or received)."""
+        return None if self.role in WHOLE_LOG else self.name
+
+    @property
     def reads_organization(self) -> bool:
-        """Whether it may list the organization's leases and pending handoffs: every role but
-        an agent's, which sees only what it is party to."""
-        return self.role != AGENT
+        """Whether it may list the organization's leases and pending handoffs (a role of
+        WHOLE_LOG): an agent sees only what it is party to."""
+        return self.role in WHOLE_LOG
 
 
 class KeyRefused(ValueError):
@@ -170,6 +177,12 @@ class Keys:
                 self._cache[hashed] = principal
         return principal
 
+    def cached(self, hashed: str) -> Principal | None:
+        """The principal of a key hash if this process has it in memory, whether or not the
+        cache is known to be current (a revoked key may still be there): for what never changes
+        with a key, its organization, read without touching the database."""
+        return self._cache.get(hashed)
+
     @property
     def generation(self) -> int:
         """Moves whenever cached principals are dropped, so at least with every revocation."""
@@ -219,6 +232,15 @@ class Keys:
                 self._generation += 1
                 self._seen_revision = revision
         return True
+
+    def role_of(self, organization: str, name: str) -> str | None:
+        """The role of a principal's keys (one per principal: `create` keeps it so), None for
+        a name never given a key."""
+        rows = self.store.query(
+            "SELECT role FROM {api_keys} WHERE organization = %s AND principal = %s LIMIT 1",
+            [organization, name],
+        )
+        return rows[0]["role"] if rows else None
 
     def is_principal(self, organization: str, name: str) -> bool:
         """Whether `name` has ever been given a key in the organization."""

@@ -67,17 +67,23 @@ class WebhookSender:
 
     def open(self, consumer: Consumer) -> _Subscription | None:
         webhook = self.webhooks.for_delivery(consumer)
-        return _Subscription(self, webhook) if webhook else None
+        if webhook is None:
+            return None
+        return _Subscription(self, webhook, self.webhooks.party_of(webhook))
 
 
 @dataclass
 class _Subscription:
     sender: WebhookSender
     webhook: Webhook
+    party: str | None
+    """Whose events it delivers (`Webhooks.party_of`): None for the organization's."""
 
     def wants(self, event: Published) -> bool:
         kind = event.event["type"]
         if kind not in self.webhook.types:
+            return False
+        if self.party is not None and self.party not in event.parties:
             return False
         if self.webhook.to_principal is None:
             return True

@@ -35,6 +35,7 @@ from titen.service.application import Keep, Titen
 from titen.service.consumer_table import ConsumerTable
 from titen.service.consumers import ACTIVE, Attempt, Consumer
 from titen.service.keys import Keys, Principal
+from titen.service.roles import WHOLE_LOG
 from titen.service.targets import TargetRefused, Targets
 from titen.service.webhook_presence import KIND, WebhookPresence
 
@@ -226,6 +227,12 @@ class Webhooks:
         """The subscription a consumer delivers for, as it is now (None once deleted)."""
         rows = self.store.query("SELECT * FROM {webhooks} WHERE webhook_id = %s", [consumer.name])
         return _webhook(rows[0], consumer.status) if rows else None
+
+    def party_of(self, webhook: Webhook) -> str | None:
+        """Whose events a subscription delivers, as its owner reads the log: None for all of
+        the organization's (a dispatcher's or an operator's), else the owner's own."""
+        role = self.keys.role_of(webhook.organization, webhook.owner)
+        return None if role in WHOLE_LOG else webhook.owner
 
     def _keep(self, writer: Writer, keep: Keep, result: Any) -> None:
         if keep is not None:

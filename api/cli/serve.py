@@ -147,6 +147,15 @@ def add_commands(commands: Any) -> None:
         "repeatable (default: none; docs/event-log.md)",
     )
     serve.add_argument(
+        "--org-rate",
+        type=_rate,
+        default=DEFAULTS.org_rate,
+        metavar="N",
+        help=f"requests a second each organization may make of this node, all workers "
+        f"together, in bursts of twice that; past it 429 (default {DEFAULTS.org_rate:g}; 0: "
+        f"no budget; docs/security.md)",
+    )
+    serve.add_argument(
         "--allow-private-webhooks",
         action="store_true",
         help="let webhooks target loopback, private, link-local and multicast addresses "
@@ -187,7 +196,19 @@ def _settings(args: argparse.Namespace) -> ServerSettings:
         pool_size=args.pool_size,
         allow_private_webhooks=args.allow_private_webhooks,
         cors_origins=tuple(dict.fromkeys(args.cors_origins)),
+        org_rate=args.org_rate,
     )
+
+
+def _rate(text: str) -> float:
+    """Requests a second: a finite number, 0 or more."""
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = -1.0
+    if not 0 <= rate < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate (requests a second, 0 or more)")
+    return rate
 
 
 def _origin(text: str) -> str:

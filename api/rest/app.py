@@ -39,6 +39,7 @@ from titen.api.rest.webhooks import (
     WebhookSecret,
 )
 from titen.service.bootstrap import Services
+from titen.service.budget import OrgBudget
 from titen.service.targets import Targets
 
 ROUTES: tuple[tuple[str, type], ...] = (
@@ -77,7 +78,10 @@ def openapi() -> dict[str, Any]:
 def create_app(
     services: Services,
     settings: ServerSettings = DEFAULTS,
+    budget: OrgBudget | None = None,
 ) -> falcon.App:
+    """The app; with a `budget` (`titen serve --org-rate`: api/rest/server.py), each request
+    is counted against its organization's."""
     middleware: list[Any] = [  # each has some of falcon's hooks, no one protocol fits all
         RequestDeadline(),
         RequestLog(),
@@ -88,7 +92,7 @@ def create_app(
     middleware += [
         RequestMetrics(),
         BodyLimit(),
-        Authentication(services.keys, services.tickets),
+        Authentication(services.keys, services.tickets, budget),
         PathIds(),
     ]
     app = falcon.App(middleware=middleware, router=Router())

@@ -7,9 +7,11 @@ from typing import Any
 
 import falcon
 
+from titen.api.rest.budget import over_budget
 from titen.api.rest.errors import error
 from titen.api.rest.methods import contract_method
 from titen.api.rest.paging import single
+from titen.service.budget import OrgBudget
 from titen.service.keys import Keys, Principal, key_hash
 from titen.service.tickets import Tickets
 
@@ -29,11 +31,17 @@ class Authentication:
     asked for it; anywhere else a ticket is no credential at all. The key's hash (for a ticket,
     its key's) stays in `req.context.key_hash`, so a subscription opened with it can watch for
     its revocation (service/revocations.py).
+
+    With a `budget` (`titen serve --org-rate`), each request is counted against its
+    organization's, and refused 429 past it: before anything reads the database when the key
+    is in the key cache (the organization of a key never changes, so a cached one is right even
+    before the cache is known to be current); after the lookup otherwise.
     """
 
-    def __init__(self, keys: Keys, tickets: Tickets):
+    def __init__(self, keys: Keys, tickets: Tickets, budget: OrgBudget | None = None):
         self.keys = keys
         self.tickets = tickets
+        self.budget = budget
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
@@ -48,13 +56,28 @@ class Authentication:
         header = req.get_header("Authorization")
         if header is None and operation is not None and operation.tickets and TICKET in req.params:
             principal, hashed = self._by_ticket(req)
+            self._spend(principal.organization)
         else:
             principal, hashed = self._by_key(header or "")
         req.context.principal = principal
         req.context.key_hash = hashed
 
     def _by_key(self, header: str) -> tuple[Principal, str]:
-        return by_key(self.keys, header)
+        hashed = bearer_hash(header)
+        cached = None if self.budget is None else self.keys.cached(hashed)
+        if cached is not None:
+            self._spend(cached.organization)
+        principal = self.keys.authenticate_hash(hashed)
+        if principal is None:
+            raise error(401)
+        if cached is None:
+            self._spend(principal.organization)
+        return principal, hashed
+
+    def _spend(self, organization: str) -> None:
+        """Count one request against the organization's budget; 429 past it."""
+        if self.budget is not None and (wait := self.budget.wait(organization)) > 0:
+            raise over_budget(self.budget.policy, wait)
 
     def _by_ticket(self, req: falcon.Request) -> tuple[Principal, str]:
         redeemed = self.tickets.redeem(single(req.params, TICKET) or "")
@@ -65,14 +88,19 @@ class Authentication:
 
 def by_key(keys: Keys, header: str) -> tuple[Principal, str]:
     """The principal of a `Bearer` Authorization header and its key's hash; 401 otherwise."""
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer":
-        raise error(401)
-    hashed = key_hash(key.strip())
+    hashed = bearer_hash(header)
     principal = keys.authenticate_hash(hashed)
     if principal is None:
         raise error(401)
     return principal, hashed
+
+
+def bearer_hash(header: str) -> str:
+    """The hash of the key a `Bearer` Authorization header holds; 401 for another scheme."""
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer":
+        raise error(401)
+    return key_hash(key.strip())
 
 
 def principal_of(req: falcon.Request) -> Principal:

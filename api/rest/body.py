@@ -8,6 +8,7 @@ small "gzip bomb" is refused (413) without being inflated further. Any other enc
 from __future__ import annotations
 
 import json
+import sys
 import zlib
 from typing import Any
 
@@ -62,6 +63,10 @@ def require_json(req: falcon.Request) -> None:
         raise error(415)
 
 
+MAX_NUMBER_DIGITS = sys.get_int_max_str_digits()
+"""The longest integer a body may hold: the interpreter's limit on converting one from text."""
+
+
 def parse_json(raw: bytes | str, what: str) -> Any:
     """JSON from a client, nested at most MAX_DEPTH deep; 400 naming `what` otherwise."""
     try:
@@ -69,8 +74,17 @@ def parse_json(raw: bytes | str, what: str) -> Any:
             return json.loads(raw)
     except RecursionError:  # not expected (measured first): still the client's error
         pass
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise error(400, f"{what} is not valid JSON: {exc}.") from None
+    except json.JSONDecodeError as exc:
+        raise error(
+            400,
+            f"{what} is not valid JSON (at line {exc.lineno}, column {exc.colno}).",
+        ) from None
+    except UnicodeDecodeError:
+        raise error(400, f"{what} is not valid JSON: it is not UTF-8, -16 or -32 text.") from None
+    except ValueError:  # the one other refusal of json.loads: an integer too long to convert
+        raise error(
+            400, f"{what} holds a number of more than {MAX_NUMBER_DIGITS} digits."
+        ) from None
     raise error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
 
 

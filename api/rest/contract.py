@@ -85,8 +85,9 @@ class Operation:
         """Every code this operation can answer, in status order. Any request can be refused
         for a head over 64 KiB (HEADERS_TOO_LARGE), before its route is known."""
         codes = {*self.errors, CODES[431], CODES[500]}
-        if not self.public:  # every route behind a key reads the database: 503 in an outage
-            codes |= {CODES[401], CODES[503]}
+        if not self.public:  # every route behind a key reads the database: 503 in an outage,
+            # and counts against the organization's request budget (api/rest/budget.py)
+            codes |= {CODES[401], CODES[429], CODES[503]}
         if self.body is not None:
             codes |= {CODES[400], CODES[413], CODES[415]}
         if self.query:

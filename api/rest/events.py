@@ -1,7 +1,7 @@
 """GET /v1/events (pull, with long-poll) and GET /v1/events/stream (Server-Sent Events).
 
-A principal reads its own organization's committed public events. Cursors have the opaque form
-of the handoff inbox's (api/rest/paging.py); `next_cursor` is always one to resume from.
+A key reads its organization's committed public events: a dispatcher's or an operator's all of
+them, an agent's those it is party to (`Principal.party`). `next_cursor` always resumes.
 Streams and waiting long-polls wait on the follower's signal, never on a database connection,
 and are bounded by a subscriber limit so they cannot take the threads that serve everything
 else, and by quotas per organization and principal (api/rest/subscribers.py). They
@@ -136,7 +136,7 @@ class Events:
         get=Operation(
             "listEvents",
             "The organization's committed events after a cursor, oldest first (long-polls "
-            "with `wait`).",
+            "with `wait`); an agent's key reads those it is party to.",
             query={
                 "after": AFTER,
                 "types": TYPES,
@@ -163,7 +163,8 @@ class Events:
         limit = read_limit(req.params)
         wait = _wait(req)
         recent = self.recent
-        events = recent.read_committed(organization, after, types, limit)
+        party = principal.party
+        events = recent.read_committed(organization, after, types, limit, party)
         if not events and wait > 0:
             self.subscribers.admit(principal)
             try:
@@ -173,7 +174,7 @@ class Events:
                     while not events and (remaining := deadline - time.monotonic()) > 0:
                         seen = recent.version(organization)
                         request_budget.start()  # a fresh deadline: the wait was not on the database
-                        events = recent.read(organization, after, types, limit)
+                        events = recent.read(organization, after, types, limit, party)
                         if not events:
                             recent.wait_past(
                                 organization,
@@ -190,7 +191,7 @@ class Events:
         resp.media = {
             "data": {
                 "events": [_served(e) for e in events],
-                "next_cursor": encode_cursor(req, events[-1].position if events else after),
+                "next_cursor": events[-1].cursor if events else encode_cursor(req, after),
             }
         }
 
@@ -200,7 +201,8 @@ class EventStream:
         get=Operation(
             "streamEvents",
             "The organization's committed events as Server-Sent Events, each frame's `id` its "
-            "cursor; resume with Last-Event-ID or `after`.",
+            "cursor; resume with Last-Event-ID or `after`. An agent's key reads those it is "
+            "party to.",
             query={"after": AFTER, "types": TYPES},
             headers=(
                 {
@@ -257,7 +259,7 @@ class Stream:
     ):
         self._resource = resource
         self._principal = principal
-        self._events = self._follow(principal.organization, after, types, key, gone)
+        self._events = self._follow(principal, after, types, key, gone)
         self._closed = False
 
     def __iter__(self) -> Iterator[bytes]:
@@ -271,7 +273,7 @@ class Stream:
 
     def _follow(
         self,
-        organization: str,
+        principal: Principal,
         after: int,
         types: tuple,
         key: tuple[str, int],
@@ -279,19 +281,20 @@ class Stream:
     ) -> Generator[bytes, None, None]:
         with self._resource.subscribers.revocations.watch(*key) as watch:
             yield from self._frames(
-                organization, after, types, lambda: watch.revoked.is_set() or gone()
+                principal, after, types, lambda: watch.revoked.is_set() or gone()
             )
 
     def _frames(
-        self, organization: str, after: int, types: tuple, ended: Callable[[], bool]
+        self, principal: Principal, after: int, types: tuple, ended: Callable[[], bool]
     ) -> Iterator[bytes]:
+        organization, party = principal.organization, principal.party
         recent = self._resource.recent
         heartbeat = self._resource.subscribers.heartbeat_seconds
         yield b": connected\n\n"
         quiet_since = time.monotonic()
         while not ended():
             seen = recent.version(organization)
-            events = recent.read(organization, after, types, STREAM_BATCH)
+            events = recent.read(organization, after, types, STREAM_BATCH, party)
             for event in events:
                 yield _frame(event)
                 after = event.position

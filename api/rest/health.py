@@ -5,17 +5,15 @@ touches no database, so a database outage never gets healthy processes restarted
 says whether this server can do its work now: the database answers and no read model is stuck.
 /readyz answers the same body either way, 200 or 503, so whoever reads a 503 sees why.
 
-Without a key, /readyz says ready or not and why in words only: the log's position (and each
-read model's) would count every organization's events, and a failure's text may quote one.
-With an operator key it adds the positions, lags and failures (docs/security.md); so does the
-metrics port, for the positions and lags. The key's lookup runs while the database is read, and
-both end within the one bound: /readyz answers within 2 s, with a key or without.
+Without a key, /readyz says ready or not and why in words only; an operator's key adds the
+database's state and the read models' failures. Positions and lags are on the metrics port
+alone: they count every organization's commits (docs/security.md). The key's lookup runs
+while the database is read, both within one bound: /readyz answers within 2 s, key or not.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 
 import falcon
 
@@ -26,7 +24,6 @@ from titen.api.rest.contract import (
     Operation,
     answers,
     array,
-    nullable,
     obj,
     operations,
 )
@@ -34,7 +31,7 @@ from titen.service import request_budget
 from titen.service.keys import Keys
 from titen.service.readiness import ANSWER_SECONDS, Readiness
 
-DETAILS = ("database", "log_position", "projections", "failures")
+DETAILS = ("database", "failures")
 """What /readyz shows only to an operator's key."""
 
 
@@ -57,19 +54,13 @@ class Ready:
         get=Operation(
             "getReadiness",
             "Readiness: ready or unavailable and why in words; with an operator key also the "
-            "database, each read model's position and lag, and the read models that failed on "
-            "an event. The same body with 503 when the database does not answer or a read model "
-            "has a recorded failure.",
+            "database and the read models that failed on an event. The same body with 503 when "
+            "the database does not answer or a read model has a recorded failure.",
             answer=answers(
                 obj(
                     {
                         "status": {"type": "string", "enum": ["ready", "unavailable"]},
                         "database": STRING,
-                        "log_position": nullable(INTEGER),
-                        "projections": {
-                            "type": "object",
-                            "additionalProperties": obj({"position": INTEGER, "lag": INTEGER}),
-                        },
                         "failures": {
                             "type": "object",
                             "additionalProperties": obj(
@@ -110,8 +101,6 @@ class Ready:
             "data": {
                 "status": status,
                 "database": report.database,
-                "log_position": report.log_position,
-                "projections": {name: asdict(state) for name, state in report.projections.items()},
                 "failures": {
                     failure.projection: {
                         "position": failure.position,

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from titen.api.rest.contract import JSON, STATUS_OF, STRING, Contract, Operation, ref
+from titen.api.rest.errors import CODES
 
 VERSION = "0.1.0"
 IDEMPOTENCY_KEY = {
@@ -39,6 +40,19 @@ WWW_AUTHENTICATE = {
 LICENSE = {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"}
 """The project grants no license (all rights reserved): an SPDX reference of its own."""
 SERVERS = [{"url": "/", "description": "The server that serves this document."}]
+RATE_LIMIT = {
+    "RateLimit-Policy": {
+        "description": "The organization's budget (draft-ietf-httpapi-ratelimit-headers): "
+        '`"org";q=BURST;w=SECONDS`.',
+        "schema": {"type": "string"},
+    },
+    "RateLimit": {
+        "description": 'What is left of it: `"org";r=0;t=SECONDS` (seconds until one more '
+        "request is allowed).",
+        "schema": {"type": "string"},
+    },
+}
+"""The headers of a 429 TOO_MANY_REQUESTS (api/rest/budget.py)."""
 REASONS = {
     400: "The request is malformed; the message names the field.",
     401: "No valid API key.",
@@ -49,7 +63,9 @@ REASONS = {
     413: "The request body is larger than 1 MiB.",
     415: "The request body is not JSON.",
     422: "The Idempotency-Key was used with a different request body.",
-    429: "The caller's quota is in use; retry after closing one.",
+    429: "Over a quota: the organization's request budget on this server "
+    "(TOO_MANY_REQUESTS: retry after Retry-After), or the caller's subscriptions "
+    "(TOO_MANY_SUBSCRIBERS: close one).",
     431: "The request head is larger than 64 KiB (refused before its route is known, so in "
     "the envelope on every route).",
     500: "Internal error.",
@@ -176,6 +192,8 @@ def _responses(operation: Operation) -> dict[str, Any]:
             responses[str(status)]["headers"] = {"Retry-After": RETRY_AFTER}
         elif status == 401:
             responses[str(status)]["headers"] = {"WWW-Authenticate": WWW_AUTHENTICATE}
+        if CODES[429] in codes:
+            responses[str(status)]["headers"].update(RATE_LIMIT)
     for status in operation.protocol_errors:
         _add_protocol_error(responses, status, operation.error_schema)
     return responses

@@ -40,6 +40,7 @@ DEATH_WINDOW_SECONDS = 60.0
 def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
     """Serve with `workers` processes until stopped; the exit status."""
     with _run_folder() as folder:  # before this process imports prometheus-client, below
+        from titen.api.rest.budget import org_budget
         from titen.api.rest.connections import listen
         from titen.api.rest.logs import configure, default_format
         from titen.api.rest.server import announce, listeners, serve
@@ -53,6 +54,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         # Made before the fork: what the workers share (service/sharing.py).
         sharing = for_workers(opened.database.kind, folder)
         port = taken.getsockname()[1]
+        budget = org_budget(settings, folder)  # each organization's requests, counted by all
 
         def work() -> None:
             taken.close()  # the parent's hold on the port; this worker takes its own
@@ -65,7 +67,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
                 checkpoints=sharing.checkpoints,
             )
             try:
-                serve(services, settings, sock, metrics_sock)
+                serve(services, settings, sock, metrics_sock, budget)
             finally:
                 services.close()
 

@@ -13,11 +13,13 @@ import socket
 from collections.abc import Callable
 
 from titen.api.rest.app import create_app
+from titen.api.rest.budget import org_budget
 from titen.api.rest.connections import Server, allow_open_files, listen
 from titen.api.rest.metrics import serve_metrics
 from titen.api.rest.settings import ServerSettings
 from titen.service.background import serving
 from titen.service.bootstrap import Services
+from titen.service.budget import OrgBudget
 
 log = logging.getLogger("titen.server")
 
@@ -68,15 +70,18 @@ def serve(
     settings: ServerSettings,
     sock: socket.socket,
     metrics_sock: socket.socket | None = None,
+    budget: OrgBudget | None = None,
 ) -> None:
     """Serve on the listening `sock` (and /metrics on `metrics_sock`) until KeyboardInterrupt
     (Ctrl-C, or SIGTERM: api/rest/signals.py), then stop in order: no new connections, then
-    the threads; the caller closes the store."""
+    the threads; the caller closes the store. Requests count against the node's `budget`,
+    which a parent of several workers made before forking them."""
     threads = settings.threads + settings.max_subscribers
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
         log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
-    server = Server(create_app(services, settings), settings, threads, sock)
+    budget = budget or org_budget(settings)  # one process's own, unless a parent made one
+    server = Server(create_app(services, settings, budget), settings, threads, sock)
     try:
         stop_metrics = _metrics(services, metrics_sock)
         try:

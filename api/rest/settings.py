@@ -65,6 +65,10 @@ class ServerSettings:
     """Open connections accepted at once; idle ones cost a socket each, not a thread."""
     cors_origins: tuple[str, ...] = ()
     """Web origins (`https://app.example.com`) whose pages may call the API; none by default."""
+    org_rate: float = 10_000
+    """Requests a second each organization may make of this node (api/rest/budget.py); 0 for
+    no budget. The default is above what one node serves (docs/performance.md): it stops a
+    runaway client on a larger machine, never a benchmark."""
 
 
 DEFAULTS = ServerSettings()

@@ -29,5 +29,10 @@ def reviewer(key):
 
 
 @pytest.fixture
+def dispatcher(key):
+    return key("acme", "dispatch", role="dispatcher")
+
+
+@pytest.fixture
 def ops(key):
     return key("acme", "ops", role="operator")

@@ -134,3 +134,27 @@ def test_a_path_id_with_a_control_character_is_not_found(client, services, alice
         answer = client.simulate_request(method, path, json=body, headers=bearer(key))
         assert refused(answer, 404) == "Not found.", (method, path)
     assert recorded(services) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            b'{"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_seconds": '
+            + b"9" * 5000
+            + b"}",
+            "The request body holds a number of more than 4300 digits.",
+        ),
+        (
+            b'{"resource_type": "deploy",',
+            "The request body is not valid JSON (at line 1, column 28).",
+        ),
+        (b'{"a": 1} {"b": 2}', "The request body is not valid JSON (at line 1, column 10)."),
+        (b'{"a": "\xff"}', "The request body is not valid JSON: it is not UTF-8, -16 or -32 text."),
+    ],
+)
+def test_a_body_json_cannot_read_is_refused_in_titens_words(services, client, alice, body, message):
+    before = recorded(services)
+    answer = refused(post(client, alice, "/v1/leases", body))
+    assert answer == message
+    assert recorded(services) == before

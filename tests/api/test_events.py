@@ -31,14 +31,14 @@ def handoff(client, key, to="agent_bob", subject="user_rama"):
 
 
 def test_only_the_four_public_types_are_published_in_commit_order(
-    client, services, clock, alice, bob
+    client, services, clock, alice, bob, dispatcher
 ):
     lease_id = post(client, alice, "/v1/leases", ACQUIRE).json["data"]["lease_id"]
     client.simulate_delete(f"/v1/leases/{lease_id}", headers=bearer(alice))  # not published
     accepted, rejected = handoff(client, alice), handoff(client, alice, subject="user_b")
     post(client, bob, f"/v1/handoffs/{accepted}/resolve", {"status": "accepted"})
     post(client, bob, f"/v1/handoffs/{rejected}/resolve", {"status": "rejected"})
-    page = events(client, bob)
+    page = events(client, dispatcher)
     assert [e["type"] for e in page["events"]] == [
         "lease.acquired",
         "handoff.created",
@@ -113,7 +113,7 @@ def test_a_principal_sees_only_its_own_organizations_events(client, key, alice):
 
 
 def test_receiving_an_event_grants_nothing(client, key, alice, bob):
-    carol = key("acme", "agent_carol")
+    carol = key("acme", "carol", role="dispatcher")
     handoff_id = handoff(client, alice)  # to bob
     seen = events(client, carol)["events"]
     assert seen[0]["data"]["handoff_id"] == handoff_id
@@ -126,30 +126,54 @@ def test_receiving_an_event_grants_nothing(client, key, alice, bob):
     assert gone.status_code == 404
 
 
-def test_paging_by_cursor_and_filtering_by_type(client, alice, bob):
+def test_paging_by_cursor_and_filtering_by_type(client, alice, bob, dispatcher):
     for n in range(5):
         post(client, alice, "/v1/leases", {**ACQUIRE, "resource_id": f"r{n}"})
         handoff(client, alice, subject=f"s{n}")
-    first = events(client, bob, limit=3)
-    rest = events(client, bob, after=first["next_cursor"], limit=100)
-    everything = events(client, bob)
-    assert first["events"] + rest["events"] == everything["events"]
+    for reader in (bob, dispatcher):  # bob reads through the parties' rows
+        first = events(client, reader, limit=3)
+        rest = events(client, reader, after=first["next_cursor"], limit=100)
+        assert first["events"] + rest["events"] == events(client, reader)["events"]
+    everything = events(client, dispatcher)
     assert len(everything["events"]) == 10
-    handoffs = events(client, bob, types="handoff.created")
+    handoffs = events(client, dispatcher, types="handoff.created")
     assert [e["data"]["subject_id"] for e in handoffs["events"]] == [f"s{n}" for n in range(5)]
-    both = events(client, bob, types="handoff.created,lease.acquired")
+    assert events(client, bob, types="handoff.created,lease.acquired") == handoffs
+    both = events(client, dispatcher, types="handoff.created,lease.acquired")
     assert both["events"] == everything["events"]
 
 
 def test_next_cursor_is_never_null(client, services, alice):
-    start = services.cursors.seal(0)
-    assert events(client, alice)["next_cursor"] == start
+    opened = services.cursors.open
+    assert opened(events(client, alice)["next_cursor"]) == 0
     far = services.cursors.seal(12345)
-    assert events(client, alice, after=far) == {"events": [], "next_cursor": far}
+    page = events(client, alice, after=far)
+    assert page["events"] == [] and opened(page["next_cursor"]) == 12345
     post(client, alice, "/v1/leases", ACQUIRE)
     tail = events(client, alice, after="latest")
     assert tail["events"] == []
-    assert tail["next_cursor"] == events(client, alice)["next_cursor"] != start
+    assert opened(tail["next_cursor"]) == opened(events(client, alice)["next_cursor"]) > 0
+
+
+def test_two_latest_cursors_differ_and_each_resumes_exactly(client, key, alice, dispatcher):
+    umbra = key("umbra", "agent_u")
+    post(client, alice, "/v1/leases", ACQUIRE)
+    for reader in (alice, dispatcher, umbra):
+        first = events(client, reader, after="latest")["next_cursor"]
+        second = events(client, reader, after="latest")["next_cursor"]
+        assert first != second
+        # Another organization's commits change nothing a reader is answered.
+        post(
+            client,
+            umbra if reader != umbra else alice,
+            "/v1/leases",
+            {**ACQUIRE, "resource_id": "o"},
+        )
+        assert events(client, reader, after=first)["events"] == []
+        mine = post(client, reader, "/v1/leases", {**ACQUIRE, "resource_id": f"m{reader[-6:]}"})
+        for cursor in (first, second):
+            page = events(client, reader, after=cursor)
+            assert [e["subject"] for e in page["events"]] == [mine.json["data"]["lease_id"]]
 
 
 @pytest.mark.parametrize(

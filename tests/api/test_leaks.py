@@ -82,7 +82,7 @@ def test_processes_opening_a_new_store_together_make_one_secret(database):
     try:
         assert failed == []
         assert len({services.app.resource_keys for services in opened}) == 1
-        assert len({services.cursors.seal(7) for services in opened}) == 1
+        assert len({services.cursors.seal_event(7) for services in opened}) == 1
     finally:
         for services in opened:
             services.close()

@@ -120,8 +120,10 @@ def test_every_error_answer_refers_to_the_one_error_schema(document):
                     assert all(STATUS_OF[code] == int(status) for code in codes[1].split(", "))
     resolve = document["paths"]["/v1/handoffs/{handoff_id}/resolve"]["post"]["responses"]
     assert set(resolve) == {
-        "200", "400", "401", "404", "409", "413", "415", "422", "431", "500", "503"
+        "200", "400", "401", "404", "409", "413", "415", "422", "429", "431", "500", "503"
     }  # fmt: skip
+    limited = resolve["429"]
+    assert set(limited["headers"]) == {"Retry-After", "RateLimit-Policy", "RateLimit"}
     header = document["paths"]["/v1/leases"]["post"]["parameters"][-1]
     assert header["name"] == "Idempotency-Key" and header["in"] == "header"
 
@@ -141,7 +143,7 @@ def test_mcp_is_one_json_rpc_operation_whose_every_error_is_json_rpc(document):
     assert (method, operation["operationId"]) == ("post", "mcp")
     responses = operation["responses"]
     assert set(responses) == {
-        "200", "202", "400", "401", "403", "404", "406", "413", "415", "431", "500", "503"
+        "200", "202", "400", "401", "403", "404", "406", "413", "415", "429", "431", "500", "503"
     }  # fmt: skip
     body = operation["requestBody"]["content"]["application/json"]["schema"]
     assert body["additionalProperties"] is True  # the protocol's messages, not titen's

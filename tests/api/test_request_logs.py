@@ -110,3 +110,16 @@ def test_the_json_formatter_writes_one_object_with_the_fields(logged):
     assert parsed["time"].endswith("Z")
     assert parsed["request_id"] == "r1" and parsed["status"] == 200
     assert TextFormatter().format(record).endswith("GET /x request_id=r1 status=200")
+
+
+def test_the_text_line_quotes_the_path_so_it_cannot_pass_for_fields(client, logged, alice):
+    client.simulate_get('/x status=200 organization=acme "q"', headers=bearer(alice))
+    (record,) = request_lines(logged)
+    text = TextFormatter().format(record)
+    message = text.split(" titen.requests ", 1)[1].split(" request_id=", 1)[0]
+    assert message.startswith('GET "/x status=200 organization=acme %22q%22" 404 ')
+    fields = text.split(" request_id=", 1)[1]
+    assert 'path="/x status=200 organization=acme \\"q\\""' in fields
+    assert (
+        json.loads(JsonFormatter().format(record))["path"] == '/x status=200 organization=acme "q"'
+    )

@@ -110,7 +110,7 @@ def open_in_chromium(url: str, profile: str) -> subprocess.Popen:
 
 def test_a_browser_follows_the_log_with_a_ticket_across_a_restart_until_revocation(database, page):
     chromium_path()  # skipped (or failed, in CI) before any server starts: none is left running
-    reader = create_key(database, "acme", "agent_reader")
+    reader = create_key(database, "acme", "agent_reader", "dispatcher")  # reads the whole log
     writer = create_key(database, "acme", "agent_writer")
     port = free_port()
     options = ("--cors-origin", page.origin, "--heartbeat-seconds", "1")

@@ -29,6 +29,27 @@ def test_keys_create_without_principal_makes_an_agent_id_and_list_shows_prefixes
     assert titen("keys", "list", "--org", "umbra", database=database).stdout == ""
 
 
+def test_keys_create_makes_a_dispatcher_and_list_shows_its_role(database):
+    made = titen(
+        "keys",
+        "create",
+        "--org",
+        "acme",
+        "--principal",
+        "dispatch",
+        "--role",
+        "dispatcher",
+        database=database,
+    ).stdout.strip()
+    listing = titen("keys", "list", "--org", "acme", database=database).stdout
+    assert f"dispatch\tdispatcher\t{made[:14]}…\tactive" in listing.splitlines()
+    refused = titen(
+        "keys", "create", "--org", "acme", "--role", "boss", database=database, check=False
+    )
+    assert refused.returncode == 2
+    assert "'agent', 'dispatcher', 'operator'" in refused.stderr
+
+
 def test_a_principal_keeps_one_role(database):
     create_key(database, "acme", "ops", role="operator")
     refused = titen(
@@ -67,7 +88,7 @@ def test_leases_survive_a_restart_and_each_request_is_logged(database):
     lease = Http(server.url, alice).request("POST", "/v1/leases", ACQUIRE)[1]["data"]
     server.stop()
     log = server.log
-    assert re.search(r"POST /v1/leases 201 \d+\.\dms", log)
+    assert re.search(r'POST \\"/v1/leases\\" 201 \d+\.\dms', log)  # in a JSON line
 
     server = Server(database)
     try:

@@ -36,7 +36,10 @@ def make_keys(database: str) -> dict[str, str]:
     services = bootstrap(database, pool_size=2)
     try:
         names = [f"agent_{n}" for n in range(4)] + ["reader"]
-        keys = {name: services.keys.create("acme", name, "agent") for name in names}
+        keys = {  # the reader follows the whole log: a dispatcher
+            name: services.keys.create("acme", name, "dispatcher" if name == "reader" else "agent")
+            for name in names
+        }
         keys["outsider"] = services.keys.create("umbra", "agent_0", "agent")
         return keys
     finally:
@@ -185,7 +188,7 @@ def test_the_check_catches_a_row_that_commits_out_of_order(postgres_database):
             "acme",
             "lease.acquired",
             f"s{position}",
-            json.dumps({"id": f"e{position}"}),
+            json.dumps({"id": f"e{position}", "data": {"holder": "agent_0"}}),
         )
 
     try:

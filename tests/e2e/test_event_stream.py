@@ -21,9 +21,11 @@ ACQUIRE = {"resource_type": "deploy", "resource_id": "r", "purpose": "p", "ttl_s
 
 
 def keys(database: str, *principals: str, org: str = "acme") -> list[str]:
+    """Dispatchers' keys: these tests follow the whole log (an agent's reads only what it is
+    party to: tests/e2e/test_event_scope.py)."""
     services = bootstrap(database, pool_size=2)
     try:
-        return [services.keys.create(org, p, "agent") for p in principals]
+        return [services.keys.create(org, p, "dispatcher") for p in principals]
     finally:
         services.close()
 

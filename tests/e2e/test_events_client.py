@@ -26,7 +26,10 @@ def server(tmp_path):
 def keys(server):
     services = bootstrap(server.database, pool_size=2)
     try:
-        yield {name: services.keys.create("acme", name, "agent") for name in ("alice", "bob")}
+        yield {  # bob follows the whole log: a dispatcher
+            "alice": services.keys.create("acme", "alice", "agent"),
+            "bob": services.keys.create("acme", "bob", "dispatcher"),
+        }
     finally:
         services.close()
 
@@ -73,7 +76,8 @@ def test_a_stream_resumes_after_the_server_restarts(tmp_path):
     database = f"sqlite:///{tmp_path}/titen.db"
     server = Server(database)
     services = bootstrap(database, pool_size=2)
-    alice_key, bob_key = (services.keys.create("acme", n, "agent") for n in ("alice", "bob"))
+    alice_key = services.keys.create("acme", "alice", "agent")
+    bob_key = services.keys.create("acme", "bob", "dispatcher")
     services.close()
     alice, bob = TitenClient(server.url, alice_key), TitenClient(server.url, bob_key)
     try:

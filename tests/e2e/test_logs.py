@@ -64,7 +64,7 @@ def test_text_lines_when_asked(database):
     finally:
         server.stop()
     [line] = [line for line in server.log.splitlines() if "request_id=probe-9" in line]
-    assert " INFO titen.requests GET /healthz 200 " in line
+    assert ' INFO titen.requests GET "/healthz" 200 ' in line
     assert "route=/healthz" in line
 
 
@@ -110,7 +110,9 @@ def test_a_path_cannot_forge_a_log_line(tmp_path, log_format):
         [spaced] = [line for line in lines if "probe-4" in line]
         assert ' path="/v1/leases/x request_id=forged" ' in spaced
         [broken] = [line for line in lines if "probe-0" in line]
-        assert "GET /v1/leases/x\\x0a2026-01-01T00:00:00 INFO" in broken
+        assert 'GET "/v1/leases/x\\x0a2026-01-01T00:00:00 INFO' in broken
+        # The request line's path is quoted: its spaces and `=` read as no field of the line.
+        assert ' GET "/v1/leases/x request_id=forged" 401 ' in spaced
 
 
 def test_ids_made_by_forked_workers_never_repeat(tmp_path):

@@ -41,7 +41,7 @@ def ended_at(stream: EventStreamReader) -> float:
 
 def test_revocation_ends_streams_and_long_polls_in_every_process(servers):
     database = servers[0].database
-    reader = create_key(database, "acme", "agent_reader")
+    reader = create_key(database, "acme", "agent_reader", "dispatcher")  # reads the whole log
     writer = create_key(database, "acme", "agent_writer")
     status, body = Http(servers[0].url, writer).request("POST", "/v1/leases", ACQUIRE)
     assert status == 201

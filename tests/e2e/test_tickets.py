@@ -35,7 +35,7 @@ def test_a_ticket_from_one_server_opens_streams_on_every_server_until_its_key_is
     servers,
 ):
     database = servers[0].database
-    reader = create_key(database, "acme", "agent_reader")
+    reader = create_key(database, "acme", "agent_reader", "dispatcher")  # reads the whole log
     writer = create_key(database, "acme", "agent_writer")
     status, body = Http(servers[0].url, reader).request("POST", "/v1/events/tickets")
     assert status == 201, body

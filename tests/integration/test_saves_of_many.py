@@ -108,7 +108,15 @@ def test_on_postgres_a_save_sends_its_events_and_each_tables_rows_in_few_stateme
     for text in read_models:
         tables = Counter(re.findall(r'INSERT INTO "\w+"\."(\w+)"', text))
         assert tables == dict.fromkeys(
-            ["lease_index", "event_log", "lease_directory", "lease_terms", "lease_listing"], 1
+            [
+                "lease_index",
+                "event_log",
+                "lease_directory",
+                "lease_terms",
+                "event_parties",
+                "lease_listing",
+            ],
+            1,
         )
 
 

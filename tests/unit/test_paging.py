@@ -16,6 +16,8 @@ from titen.api.rest.paging import decode_cursor, encode_cursor
 from titen.domain.cursors import Cursors, unsealed_cursor
 
 CURSORS = Cursors(bytes(range(32)), unsealed_until=1000)
+FRESH_7 = CURSORS._fresh(7, True, b"nonce07")
+"""A fresh cursor of position 7 with a fixed nonce: the same in every test process."""
 
 
 def request() -> falcon.Request:
@@ -27,8 +29,10 @@ def request() -> falcon.Request:
 @given(st.integers(min_value=0, max_value=2**63 - 1))
 def test_a_cursor_round_trips(position):
     cursor = encode_cursor(request(), position)
-    assert cursor.isascii() and "=" not in cursor and len(cursor) == 23
+    assert cursor.isascii() and "=" not in cursor and len(cursor) == 32
     assert decode_cursor(request(), cursor) == position
+    event = CURSORS.seal_event(position)
+    assert len(event) == 23 and decode_cursor(request(), event) == position
 
 
 @given(st.integers(min_value=0, max_value=2**63 - 2))
@@ -39,11 +43,29 @@ def test_a_cursor_does_not_hold_its_position_in_the_clear(position):
     assert cursor[:8] != following[:8]  # neighbours share nothing that would order them
 
 
-def test_a_cursor_is_the_same_for_the_same_position_and_key_only():
-    assert CURSORS.seal(42) == Cursors(bytes(range(32)), 0).seal(42)
+def test_two_cursors_of_one_position_differ_and_both_open():
+    made = {CURSORS.seal(42) for _ in range(100)}
+    assert len(made) == 100
+    assert {Cursors(bytes(range(32)), 0).open(cursor) for cursor in made} == {42}
+    assert CURSORS.open(CURSORS.seal(42), of_log=False) is None  # a log cursor is no counter's
+    assert CURSORS.open(CURSORS.seal(42, of_log=False), of_log=False) == 42
+
+
+def test_an_events_cursor_is_the_same_for_the_same_position_and_key_only():
+    assert CURSORS.seal_event(42) == Cursors(bytes(range(32)), 0).seal_event(42)
     other = Cursors(bytes(32), unsealed_until=1000)
-    assert other.seal(42) != CURSORS.seal(42)
-    assert other.open(CURSORS.seal(42)) is None  # another store's cursor is none of ours
+    assert other.seal_event(42) != CURSORS.seal_event(42)
+    for cursor in (CURSORS.seal_event(42), CURSORS.seal(42)):
+        assert other.open(cursor) is None  # another store's cursor is none of ours
+
+
+def test_a_fresh_cursor_with_its_nonce_changed_is_refused():
+    raw = bytearray(base64.urlsafe_b64decode(CURSORS.seal(42) + "===="))
+    for index in (1, 7, 8, 23):
+        changed = bytearray(raw)
+        changed[index] ^= 1
+        text = base64.urlsafe_b64encode(bytes(changed)).decode().rstrip("=")
+        assert CURSORS.open(text) is None
 
 
 def test_an_unsealed_cursor_of_an_earlier_release_is_read_up_to_where_the_log_was():
@@ -80,10 +102,15 @@ def flipped(cursor: str, index: int) -> str:
         forged({"after": 1}),
         forged({"v": 1, "after": 1}),  # spaces after separators: not the canonical form
         unsealed_cursor(7) + "==",
-        CURSORS.seal(7) + "=",
-        CURSORS.seal(7)[:-1],
-        flipped(CURSORS.seal(7), 0),  # another version
-        flipped(CURSORS.seal(7), 16),  # a changed block
+        CURSORS.seal_event(7) + "=",
+        CURSORS.seal_event(7)[:-1],
+        flipped(CURSORS.seal_event(7), 0),  # another version
+        flipped(CURSORS.seal_event(7), 16),  # a changed block
+        FRESH_7 + "=",
+        FRESH_7[:-1],
+        flipped(FRESH_7, 0),
+        flipped(FRESH_7, 3),  # a changed nonce
+        flipped(FRESH_7, 20),  # a changed block
         base64.urlsafe_b64encode(bytes([2]) + bytes(16)).decode().rstrip("="),
         unsealed_cursor(2**63),
     ],
