@@ -26,7 +26,7 @@ from titen.client import (
 )
 from titen.client.errors import raise_for
 
-README = Path(__file__).parents[2] / "README.md"
+CLIENTS = Path(__file__).parents[2] / "docs" / "clients.md"
 
 
 pytestmark = pytest.mark.backends("sqlite")
@@ -308,8 +308,8 @@ def test_an_id_cannot_escape_its_path_segment(alice):
         alice.release_lease("x/../../handoffs")
 
 
-def test_the_readme_example_runs_as_written(module_server, principals):
-    section = README.read_text().split("## Python client", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_example_runs_as_written(module_server, principals):
+    section = CLIENTS.read_text().split("## The Python client", 1)[1].split("\n## ", 1)[0]
     [example] = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     reviewer = "agent_reviewer"
     create_key(module_server.database, "acme", reviewer)

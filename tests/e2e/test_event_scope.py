@@ -21,12 +21,7 @@ PRINCIPALS = {
     "ops": "operator",
 }
 
-
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(database, 8, "--allow-private-webhooks")
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server("--allow-private-webhooks")
 
 
 @pytest.fixture

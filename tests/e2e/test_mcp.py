@@ -24,7 +24,7 @@ from titen.api.rest.handoffs import CREATE
 from titen.api.rest.leases import ACQUIRE
 from titen.client import TitenClient
 
-README = Path(__file__).parents[2] / "README.md"
+CLIENTS = Path(__file__).parents[2] / "docs" / "clients.md"
 LEASE = {"resource_type": "deploy", "purpose": "run rollback smoke", "ttl_seconds": 600}
 
 
@@ -226,13 +226,15 @@ def test_a_wrong_key_is_a_tool_error_and_the_server_keeps_answering(world):
 
 
 def test_tool_errors_are_the_services_words_alone_and_nothing_is_logged(world, tmp_path):
-    """What the README promises an MCP client shows, and a quiet stderr (the host's log)."""
+    """What docs/clients.md promises an MCP client shows, and a quiet stderr (the host's log)."""
     errlog = tmp_path / "stderr"
-    section = " ".join(README.read_text().split("## MCP", 1)[1].split("\n## ", 1)[0].split())
+    section = " ".join(
+        CLIENTS.read_text().split("## The MCP server", 1)[1].split("\n## ", 1)[0].split()
+    )
     promised = re.search(
         r"such as `(Resource is leased by another principal until [^`]+)`", section
     )
-    assert promised, "the README no longer shows what a tool error reads"
+    assert promised, "docs/clients.md no longer shows what a tool error reads"
 
     async def scenario() -> None:
         alice_key, bob_key = world.keys["agent_alice"], world.keys["agent_bob"]
@@ -315,10 +317,10 @@ def test_a_missing_key_or_a_bad_url_stops_it_at_start(env, args, complaint):
     assert complaint in result.stderr
 
 
-def test_the_readme_host_configuration_works_after_the_readmes_install(world, tmp_path):
+def test_the_documented_host_configuration_works_after_the_install(world, tmp_path):
     """The host runs `command` from elsewhere with only the configured environment (no PATH):
-    the README's absolute path, as `realpath .venv/bin/titen` prints it in the checkout."""
-    section = README.read_text().split("## MCP", 1)[1].split("\n## ", 1)[0]
+    the documented absolute path, as `realpath .venv/bin/titen` prints it in the checkout."""
+    section = CLIENTS.read_text().split("## The MCP server", 1)[1].split("\n## ", 1)[0]
     assert "`realpath .venv/bin/titen`" in section and "`pipx install .`" in section
     [block] = re.findall(r"```json\n(.*?)```", section, re.DOTALL)
     entry: dict[str, Any] = json.loads(block)["mcpServers"]["titen"]
@@ -326,7 +328,7 @@ def test_the_readme_host_configuration_works_after_the_readmes_install(world, tm
     assert entry["args"] == ["mcp", "--url", "http://127.0.0.1:8787"]
     assert set(entry["env"]) == {"TITEN_API_KEY"}
     command = subprocess.run(
-        ["realpath", ".venv/bin/titen"], cwd=README.parent, capture_output=True, text=True
+        ["realpath", ".venv/bin/titen"], cwd=CLIENTS.parents[1], capture_output=True, text=True
     ).stdout.strip()
     assert Path(command).samefile(TITEN)
     args = [world.url if arg == "http://127.0.0.1:8787" else arg for arg in entry["args"]]

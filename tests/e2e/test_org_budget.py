@@ -8,23 +8,16 @@ import multiprocessing
 import re
 import threading
 import time
-from collections.abc import Iterator
 from http import client
 
 import pytest
 
 from tests.support import Http, Server, create_key, titen
-from titen.api.rest.budget import BURST_SECONDS, OrgBudget
+from titen.service.budget import BURST_SECONDS, OrgBudget
 
 RATE = 5
 BURST = RATE * BURST_SECONDS
-
-
-@pytest.fixture
-def server(database: str) -> Iterator[Server]:
-    server = Server(database, 8, "--org-rate", str(RATE), "--workers", "2")
-    yield server
-    server.stop()
+pytestmark = pytest.mark.server("--org-rate", str(RATE), "--workers", "2")
 
 
 def answer(http: Http, path: str = "/v1/handoffs") -> tuple[int, dict[str, str], dict | None]:
@@ -117,8 +110,8 @@ def _hammer(budget: OrgBudget, until: float, allowed) -> None:
     allowed.put(sum(counts))
 
 
-def test_processes_and_threads_at_once_spend_no_more_than_the_burst_and_the_rate():
-    budget = OrgBudget(rate=50, slots=64)
+def test_processes_and_threads_at_once_spend_no_more_than_the_burst_and_the_rate(tmp_path):
+    budget = OrgBudget(rate=50, lock_path=str(tmp_path / "org-budget"), slots=64)
     fork = multiprocessing.get_context("fork")
     allowed = fork.Queue()
     began = time.time()

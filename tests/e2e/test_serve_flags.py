@@ -127,6 +127,14 @@ def text_log(server: Started, key: str) -> None:
     assert not any(line.startswith("{") for line in log.splitlines()), log
 
 
+def org_rate(server: Started, key: str) -> None:
+    """An organization past `--org-rate 1` (bursts of 2, one spent by the acquire) is told 429."""
+    http = Http(server.url, key)
+    answers = [http.request("GET", "/v1/handoffs") for _ in range(3)]
+    refused = [body["error"]["code"] for status, body in answers if status == 429]
+    assert refused and refused[0] == "TOO_MANY_REQUESTS", answers
+
+
 def private_webhooks(server: Started, key: str) -> None:
     http = Http(server.url, key)
     status, body = http.request("POST", "/v1/webhooks", {"url": "http://127.0.0.1:9/hook"})
@@ -175,6 +183,7 @@ CASES: dict[str, tuple[tuple[str, ...], Check]] = {
     "--request-head-timeout": (("--request-head-timeout", "0.5"), head_timeout),
     "--request-body-timeout": (("--request-body-timeout", "1"), body_timeout),
     "--connection-limit": (("--connection-limit", "64"), serves),
+    "--org-rate": (("--org-rate", "1"), org_rate),
     "--heartbeat-seconds": (("--heartbeat-seconds", "0.3"), heartbeat),
     "--metrics-port": (("--metrics-port", METRICS), metrics_at("127.0.0.1")),
     "--metrics-host": (
