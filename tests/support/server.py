@@ -114,10 +114,11 @@ class Server:
         return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def log_lines(self) -> list[dict]:
-        """The JSON lines of `log_so_far` (a server started with --log-format json)."""
-        return [
-            jsonlib.loads(line) for line in self.log_so_far().splitlines() if line.startswith("{")
-        ]
+        """The complete JSON lines of `log_so_far` (a server started with --log-format json):
+        a line a worker is still writing is left for the next read."""
+        text = self.log_so_far()
+        complete = text[: text.rfind("\n") + 1]
+        return [jsonlib.loads(line) for line in complete.splitlines() if line.startswith("{")]
 
     def _collect_log(self) -> None:
         """Keep what the server wrote to stderr (its request log) as `self.log`."""
