@@ -1,14 +1,10 @@
 """GET /v1/events (pull, with long-poll) and GET /v1/events/stream (Server-Sent Events).
 
-A key reads its organization's committed public events: a dispatcher's or an operator's all of
-them, an agent's those it is party to (`Principal.party`). `next_cursor` always resumes.
+A key reads its organization's committed public events (an agent's: those it is party to).
 Streams and waiting long-polls wait on the follower's signal, never on a database connection,
-and are bounded by a subscriber limit so they cannot take the threads that serve everything
-else, and by quotas per organization and principal (api/rest/subscribers.py). They
-read from memory what the follower read once for all of them (projections/recent_events.py).
-Each watches the key it was opened with (or the key its ticket came from, for a browser:
-service/tickets.py): revoking the key ends a stream and answers a waiting long-poll 401, in
-every server process (service/revocations.py).
+read from memory what the follower read once for all, and take a subscriber slot
+(api/rest/subscribers.py). Revoking the key they were opened with (or their ticket's) ends a
+stream and answers a waiting long-poll 401, in every server process (service/revocations.py).
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import falcon
@@ -86,11 +83,10 @@ EVENT_DATA = {
     HANDOFF_ACCEPTED: HANDOFF,
     HANDOFF_REJECTED: HANDOFF,
 }
-"""What each published event type carries in `data`."""
 
 
 def _event(kind: str) -> dict[str, Any]:
-    """A published event of one type: a CloudEvent with the cursor to resume after it."""
+    """A CloudEvent of one type with the cursor to resume after it."""
     return obj(
         {
             "specversion": {"type": "string", "enum": ["1.0"]},
@@ -119,8 +115,7 @@ EVENT = {
         "mapping": {kind: ref(_component(kind))["$ref"] for kind in PUBLISHED},
     },
 }
-"""A published event, one schema per type, told apart by `type` (so a typed client narrows
-`data` by it)."""
+"""One schema per type, told apart by `type` (so a typed client narrows `data` by it)."""
 FRAME = obj(
     {
         "id": STRING,
@@ -128,9 +123,9 @@ FRAME = obj(
         "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": EVENT},
     }
 )
-"""One Server-Sent Events frame: `id` the event's cursor, `event` its type, `data` the event."""
 
 
+@dataclass
 class Events:
     contract = operations(
         get=Operation(
@@ -150,9 +145,8 @@ class Events:
         )
     )
 
-    def __init__(self, recent: RecentEvents, subscribers: Subscribers):
-        self.recent = recent
-        self.subscribers = subscribers
+    recent: RecentEvents
+    subscribers: Subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         principal = principal_of(req)
@@ -190,12 +184,13 @@ class Events:
                 self.subscribers.leave(principal)
         resp.media = {
             "data": {
-                "events": [_served(e) for e in events],
+                "events": [e.served() for e in events],
                 "next_cursor": events[-1].cursor if events else encode_cursor(req, after),
             }
         }
 
 
+@dataclass
 class EventStream:
     contract = operations(
         get=Operation(
@@ -222,15 +217,13 @@ class EventStream:
         )
     )
 
-    def __init__(self, recent: RecentEvents, subscribers: Subscribers):
-        self.recent = recent
-        self.subscribers = subscribers
+    recent: RecentEvents
+    subscribers: Subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         principal = principal_of(req)
         reject_unknown(req.params, {"after", "types", TICKET})
-        # A browser's EventSource reconnects to the URL it was opened with, `after` and all,
-        # and names the last frame it received in Last-Event-ID: that one is where it stands.
+        # EventSource reconnects to its URL, `after` and all, naming its last frame in the header.
         cursor = req.get_header("Last-Event-ID") or single(req.params, "after")
         after = _after(req, cursor, self.recent)
         types = _types(req)
@@ -246,7 +239,7 @@ class EventStream:
 
 class Stream:
     """The WSGI body of one stream; `close()` (called by the server) frees its slot. It ends
-    by itself when the key it was opened with is revoked, or when its client goes away."""
+    when its key is revoked, or its client goes away."""
 
     def __init__(
         self,
@@ -309,12 +302,8 @@ class Stream:
             )
 
 
-def _served(event: Published) -> dict:
-    return event.served()
-
-
 def _frame(event: Published) -> bytes:
-    served = _served(event)
+    served = event.served()
     frame = f"id: {served['cursor']}\nevent: {served['type']}\ndata: {json.dumps(served)}\n\n"
     return frame.encode()
 
