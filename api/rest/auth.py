@@ -23,19 +23,12 @@ BAD_TICKET = (
 
 
 class Authentication:
-    """Falcon middleware; an operation its contract declares `public` is served to anyone, and
-    so is OPTIONS (what a route allows is no secret, and a CORS preflight carries no key).
+    """Falcon middleware; `public` operations and OPTIONS (a CORS preflight) need no key.
 
-    An operation that takes `tickets` is also served, when no Authorization header is sent, to
-    the bearer of a ticket (`?ticket=`, service/tickets.py) as the principal of the key that
-    asked for it; anywhere else a ticket is no credential at all. The key's hash (for a ticket,
-    its key's) stays in `req.context.key_hash`, so a subscription opened with it can watch for
-    its revocation (service/revocations.py).
-
-    With a `budget` (`titen serve --org-rate`), each request is counted against its
-    organization's, and refused 429 past it: before anything reads the database when the key
-    is in the key cache (the organization of a key never changes, so a cached one is right even
-    before the cache is known to be current); after the lookup otherwise.
+    Without an Authorization header, an operation that takes `tickets` serves a `?ticket=` as
+    its key's principal. `req.context.key_hash` (a ticket's key's) lets a subscription watch
+    for its revocation. With a `budget`, each request is counted against its organization's:
+    before any database read when the key is cached (a key's organization never changes).
     """
 
     def __init__(self, keys: Keys, tickets: Tickets, budget: OrgBudget | None = None):
@@ -51,7 +44,7 @@ class Authentication:
         operation = getattr(resource, "contract", {}).get(contract_method(req))
         if operation is not None and operation.public:
             return
-        # Read before the lookup: a revocation seen after it is then noticed by `watch`.
+        # Read before the lookup: a later revocation is then noticed by `watch`.
         req.context.key_generation = self.keys.generation
         header = req.get_header("Authorization")
         if header is None and operation is not None and operation.tickets and TICKET in req.params:
@@ -75,7 +68,6 @@ class Authentication:
         return principal, hashed
 
     def _spend(self, organization: str) -> None:
-        """Count one request against the organization's budget; 429 past it."""
         if self.budget is not None and (wait := self.budget.wait(organization)) > 0:
             raise over_budget(self.budget.policy, wait)
 
@@ -96,7 +88,6 @@ def by_key(keys: Keys, header: str) -> tuple[Principal, str]:
 
 
 def bearer_hash(header: str) -> str:
-    """The hash of the key a `Bearer` Authorization header holds; 401 for another scheme."""
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer":
         raise error(401)
@@ -108,6 +99,5 @@ def principal_of(req: falcon.Request) -> Principal:
 
 
 def key_of(req: falcon.Request) -> tuple[str, int]:
-    """The hash of the key the request was authenticated with (for a ticket, its key's), and
-    the key cache's generation before it was (what `Revocations.watch` takes)."""
+    """The request's key hash and the key cache's generation before it (`Revocations.watch`)."""
     return req.context.key_hash, req.context.key_generation

@@ -1,10 +1,8 @@
 """GET /console: the operators' page, one HTML answer with its style and script inlined.
 
-Public, like /docs: the page holds no data, and everything it shows is fetched with the key
-typed into it (kept in the tab's sessionStorage, sent only as a bearer header). Its files ship
-as package data (api/rest/static/) and are inlined once, so it works offline and needs no build
-step; the Content-Security-Policy allows exactly those two inline blocks, by hash, and
-connections to this server alone.
+Public: the page holds no data; what it shows is fetched with the key typed into it (kept in
+the tab's sessionStorage). Its Content-Security-Policy allows exactly its two inline blocks, by
+hash, and connections to this server alone.
 """
 
 from __future__ import annotations
@@ -46,7 +44,6 @@ class Console:
 
 @cache
 def page() -> tuple[str, str]:
-    """The page with its style and script inlined, and its Content-Security-Policy."""
     style = (STATIC / "console.css").read_text(encoding="utf-8")
     script = (STATIC / "console.js").read_text(encoding="utf-8")
     html = (STATIC / "console.html").read_text(encoding="utf-8")

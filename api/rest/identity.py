@@ -1,8 +1,5 @@
-"""GET /v1/me: who the key is and what its role lets it do, so a page can show only what works.
-
-The abilities come from the role as the services decide them (`Principal`), so a client never
-restates the role list: the console shows Release and the organization's lists from these.
-"""
+"""GET /v1/me: who the key is and what its role lets it do (as `Principal` decides), so a page
+shows only what works without restating the role list."""
 
 from __future__ import annotations
 

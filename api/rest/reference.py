@@ -1,17 +1,15 @@
-"""GET /openapi.json (the machine-readable contract) and GET /docs (the page for people).
+"""GET /openapi.json (the machine-readable contract) and GET /docs (the page for people), public.
 
-Both are public. The page is Redoc, read from the `openapi-ui-bundles` package and inlined into
-one HTML answer, so it works offline and behind firewalls: no CDN, no second request but the
-document itself. Its Content-Security-Policy lets the page reach this server alone: the bundle
-still names one image on Redocly's CDN (a logo beside "API docs by Redocly"), which the browser
-then never requests (it shows the link without it), and neither would anything a later bundle
-adds (tests/e2e/test_docs_page.py watches Chromium's network log).
+The page is Redoc from the `openapi-ui-bundles` package, inlined, so it works offline; its
+Content-Security-Policy lets it reach this server alone (the bundle's logo on Redocly's CDN is
+never requested: tests/e2e/test_docs_page.py watches Chromium's network log).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -52,6 +50,7 @@ OPENAPI_DOCUMENT = {
 }
 
 
+@dataclass
 class OpenAPIDocument:
     contract = operations(
         get=Operation(
@@ -62,8 +61,7 @@ class OpenAPIDocument:
         )
     )
 
-    def __init__(self, document: dict[str, Any]):
-        self.document = document
+    document: dict[str, Any]
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = self.document
@@ -89,9 +87,8 @@ class Docs:
 
 @cache
 def page() -> tuple[str, str]:
-    """The reference page with Redoc inlined, and its Content-Security-Policy (made once, on
-    the first request): the inlined script by its hash, Redoc's own inline styles, the search
-    worker it starts from a blob, and nothing from another origin."""
+    """The page with Redoc inlined, and its Content-Security-Policy: the script by its hash,
+    Redoc's inline styles, its search worker from a blob, nothing from another origin."""
     script = (redoc.static_path / "redoc.standalone.js").read_text(encoding="utf-8")
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     policy = "; ".join(

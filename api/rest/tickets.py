@@ -1,11 +1,12 @@
 """POST /v1/events/tickets: a ticket for a browser's EventSource, which cannot send a key.
 
-Not idempotent, unlike the other POSTs: replaying an answer would mean storing the ticket itself
-with the answer (a credential at rest, in clear), and a retry that makes a second ticket costs
-nothing (the first expires unused). The answer is never cached (`Cache-Control: no-store`).
+Not idempotent: a replay would store the ticket, a credential, with the answer; a retry's second
+ticket costs nothing (the first expires unused).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import falcon
 
@@ -18,6 +19,7 @@ from titen.service.tickets import Tickets
 TICKET_ANSWER = obj({"ticket": STRING, "expires_at": INSTANT})
 
 
+@dataclass
 class EventTickets:
     contract = operations(
         post=Operation(
@@ -33,8 +35,7 @@ class EventTickets:
         )
     )
 
-    def __init__(self, tickets: Tickets):
-        self.tickets = tickets
+    tickets: Tickets
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         hashed_key, _ = key_of(req)
