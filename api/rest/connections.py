@@ -111,7 +111,7 @@ class EnvelopeError(ErrorTask):
     def execute(self) -> None:
         refusal = self.request.error
         status = refusal.code
-        message = _message(status, refusal.body)
+        message = REFUSED.get(status, lambda _: DEFAULT_MESSAGES[500])(refusal.body)
         path = getattr(self.request, "path", "")  # none when the request line was unreadable
         body = json.dumps(envelope(path, status, code_for(status), message)).encode()
         self.status = f"{status} {refusal.reason}"
@@ -122,20 +122,15 @@ class EnvelopeError(ErrorTask):
         self.channel.linger_after_close = status != RequestTimeout.code
 
 
-def _message(status: int, detail: str) -> str:
-    if status == 408:
-        return f"The request body did not arrive within {detail:g} s."
-    if status == 505:
-        return f"{detail} is not supported: this server speaks HTTP/1.0 and HTTP/1.1."
-    if status == 413:
-        return DEFAULT_MESSAGES[413]
-    if status == 431:
-        return f"The request head is larger than {MAX_HEAD_BYTES // 1024} KiB."
-    if status == 400:
-        return f"Malformed HTTP request: {detail}."
-    if status == 501:
-        return "Transfer-Encoding is not supported (only chunked)."
-    return DEFAULT_MESSAGES[500]
+REFUSED: dict[int, Callable[[Any], str]] = {
+    408: lambda timeout: f"The request body did not arrive within {timeout:g} s.",
+    505: lambda version: f"{version} is not supported: this server speaks HTTP/1.0 and HTTP/1.1.",
+    413: lambda _: DEFAULT_MESSAGES[413],
+    431: lambda _: f"The request head is larger than {MAX_HEAD_BYTES // 1024} KiB.",
+    400: lambda detail: f"Malformed HTTP request: {detail}.",
+    501: lambda _: "Transfer-Encoding is not supported (only chunked).",
+}
+"""The words of waitress's refusals, by status, given its detail."""
 
 
 class Task(WSGITask):

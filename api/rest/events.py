@@ -234,37 +234,10 @@ class EventStream:
             return
         self.subscribers.admit(principal)
         gone = self.subscribers.client_gone(req)
-        resp.stream = Stream(self, principal, after, types, key_of(req), gone)
+        frames = self._frames(principal, after, types, key_of(req), gone)
+        resp.stream = Stream(frames, lambda: self.subscribers.leave(principal))
 
-
-class Stream:
-    """The WSGI body of one stream; `close()` (called by the server) frees its slot. It ends
-    when its key is revoked, or its client goes away."""
-
-    def __init__(
-        self,
-        resource: EventStream,
-        principal: Principal,
-        after: int,
-        types: tuple,
-        key: tuple[str, int],
-        gone: Callable[[], bool],
-    ):
-        self._resource = resource
-        self._principal = principal
-        self._events = self._follow(principal, after, types, key, gone)
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self._events
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._events.close()
-            self._resource.subscribers.leave(self._principal)
-
-    def _follow(
+    def _frames(
         self,
         principal: Principal,
         after: int,
@@ -272,34 +245,49 @@ class Stream:
         key: tuple[str, int],
         gone: Callable[[], bool],
     ) -> Generator[bytes, None, None]:
-        with self._resource.subscribers.revocations.watch(*key) as watch:
-            yield from self._frames(
-                principal, after, types, lambda: watch.revoked.is_set() or gone()
-            )
-
-    def _frames(
-        self, principal: Principal, after: int, types: tuple, ended: Callable[[], bool]
-    ) -> Iterator[bytes]:
+        """Until the key it was opened with is revoked, or its client goes away."""
         organization, party = principal.organization, principal.party
-        recent = self._resource.recent
-        heartbeat = self._resource.subscribers.heartbeat_seconds
-        yield b": connected\n\n"
-        quiet_since = time.monotonic()
-        while not ended():
-            seen = recent.version(organization)
-            events = recent.read(organization, after, types, STREAM_BATCH, party)
-            for event in events:
-                yield _frame(event)
-                after = event.position
-            if events:
-                quiet_since = time.monotonic()
-                continue
-            if time.monotonic() - quiet_since >= heartbeat:
-                yield b": heartbeat\n\n"
-                quiet_since = time.monotonic()
-            recent.wait_past(
-                organization, seen, heartbeat - (time.monotonic() - quiet_since), ended
-            )
+        recent, heartbeat = self.recent, self.subscribers.heartbeat_seconds
+        with self.subscribers.revocations.watch(*key) as watch:
+
+            def ended() -> bool:
+                return watch.revoked.is_set() or gone()
+
+            yield b": connected\n\n"
+            quiet_since = time.monotonic()
+            while not ended():
+                seen = recent.version(organization)
+                events = recent.read(organization, after, types, STREAM_BATCH, party)
+                for event in events:
+                    yield _frame(event)
+                    after = event.position
+                if events:
+                    quiet_since = time.monotonic()
+                    continue
+                if time.monotonic() - quiet_since >= heartbeat:
+                    yield b": heartbeat\n\n"
+                    quiet_since = time.monotonic()
+                recent.wait_past(
+                    organization, seen, heartbeat - (time.monotonic() - quiet_since), ended
+                )
+
+
+class Stream:
+    """The WSGI body of one stream: `close()` (called by the server, started or not) frees its
+    slot, which a generator's own `finally` would not do before its first frame."""
+
+    def __init__(self, frames: Generator[bytes, None, None], leave: Callable[[], None]):
+        self._frames = frames
+        self._leave: Callable[[], None] | None = leave
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._frames
+
+    def close(self) -> None:
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            self._frames.close()
+            leave()
 
 
 def _frame(event: Published) -> bytes:

@@ -82,50 +82,53 @@ class StoreCollector:
 
     def collect(self) -> Iterator[Metric]:
         report = self.readiness.check()
-        up = GaugeMetricFamily(
-            "titen_database_up", "1 when the database answered this scrape, else 0."
-        )
-        up.add_metric([], 1 if report.database == "ok" else 0)
-        yield up
+        up = 1 if report.database == "ok" else 0
+        yield _gauge("titen_database_up", "1 when the database answered this scrape, else 0.", up)
         if report.log_position is None:
             return
-        position = GaugeMetricFamily(
-            "titen_event_log_position", "The newest committed position of the event log."
+        yield _gauge(
+            "titen_event_log_position",
+            "The newest committed position of the event log.",
+            report.log_position,
         )
-        position.add_metric([], report.log_position)
-        yield position
-        lag = GaugeMetricFamily(
+        yield _gauge(
             "titen_projection_lag_events",
             "Log positions committed but not yet applied to a read model.",
-            labels=["projection"],
-        )
-        for name, state in report.projections.items():
-            lag.add_metric([name], state.lag)
-        yield lag
-        failed = GaugeMetricFamily(
-            "titen_projection_failed",
-            "1 while a read model has a recorded failure on an event (see /readyz), else 0.",
-            labels=["projection"],
+            {name: state.lag for name, state in report.projections.items()},
+            "projection",
         )
         broken = {failure.projection for failure in report.failures}
-        for name in report.projections:
-            failed.add_metric([name], 1 if name in broken else 0)
-        yield failed
-        backlog = GaugeMetricFamily(
+        yield _gauge(
+            "titen_projection_failed",
+            "1 while a read model has a recorded failure on an event (see /readyz), else 0.",
+            {name: 1 if name in broken else 0 for name in report.projections},
+            "projection",
+        )
+        yield _gauge(
             "titen_webhook_backlog_events",
             "Published events after the positions of all webhook subscriptions, summed (events "
             "their filters will skip included).",
+            sum(self.consumer_table.backlog(WEBHOOK).values()),
         )
-        backlog.add_metric([], sum(self.consumer_table.backlog(WEBHOOK).values()))
-        yield backlog
-        relay_lag = GaugeMetricFamily(
+        relays = self.consumer_table.backlog(RELAY).items()
+        yield _gauge(
             "titen_relay_lag_events",
             "Published events not yet relayed, by relay name (`titen relay nats --name`).",
-            labels=["name"],
+            {relay_name(consumer): waiting for consumer, waiting in relays},
+            "name",
         )
-        for consumer, waiting in self.consumer_table.backlog(RELAY).items():
-            relay_lag.add_metric([relay_name(consumer)], waiting)
-        yield relay_lag
+
+
+def _gauge(
+    name: str, documentation: str, values: float | dict[str, float], label: str = ""
+) -> GaugeMetricFamily:
+    """A gauge of one value, or of one value per `label` value."""
+    if not isinstance(values, dict):
+        return GaugeMetricFamily(name, documentation, value=values)
+    gauge = GaugeMetricFamily(name, documentation, labels=[label])
+    for labelled, value in values.items():
+        gauge.add_metric([labelled], value)
+    return gauge
 
 
 class _MetricsServer(ThreadingWSGIServer):
