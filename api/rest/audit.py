@@ -125,9 +125,8 @@ class AuditLease:
     auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
-        caller = _operator(req)
-        as_of = _as_of(_query(req.params, ITEM_QUERY))
-        resp.media = {"data": self.auditor.lease(caller.organization, lease_id, as_of)}
+        organization, as_of = _item(req)
+        resp.media = {"data": self.auditor.lease(organization, lease_id, as_of)}
 
 
 @dataclass
@@ -145,9 +144,8 @@ class AuditHandoff:
     auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
-        caller = _operator(req)
-        as_of = _as_of(_query(req.params, ITEM_QUERY))
-        resp.media = {"data": self.auditor.handoff(caller.organization, handoff_id, as_of)}
+        organization, as_of = _item(req)
+        resp.media = {"data": self.auditor.handoff(organization, handoff_id, as_of)}
 
 
 def _operator(req: falcon.Request) -> Principal:
@@ -155,6 +153,12 @@ def _operator(req: falcon.Request) -> Principal:
     if not caller.is_operator:
         raise error(403)
     return caller
+
+
+def _item(req: falcon.Request) -> tuple[str, datetime | None]:
+    """An operator's organization and the `as_of` of a request for one lease or handoff."""
+    caller = _operator(req)
+    return caller.organization, _as_of(_query(req.params, ITEM_QUERY))
 
 
 def _query(params: Mapping[str, Any], validator: Any) -> dict[str, str]:

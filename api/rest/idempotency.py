@@ -84,7 +84,7 @@ class Idempotency:
         less than the first answer (a secret is answered once)."""
         key = req.get_header(HEADER)
         if key is None:
-            _answer(resp, status, render(command(None)))
+            resp.status, resp.media = status, render(command(None))
             return
         if not KEY.fullmatch(key):
             raise error(
@@ -134,11 +134,6 @@ class Idempotency:
                 raise _reused()
             if not running.done.wait(request_budget.left(WAIT_SECONDS)):
                 raise _in_use()
-
-
-def _answer(resp: falcon.Response, status: int, media: dict[str, Any]) -> None:
-    resp.status = status
-    resp.media = media
 
 
 def _answer_text(resp: falcon.Response, status: int, text: str) -> None:
