@@ -14,14 +14,12 @@ import falcon
 
 from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
-from titen.api.rest.auth import Authentication
+from titen.api.rest.auth import Authentication, Me
 from titen.api.rest.body import BodyLimit
-from titen.api.rest.console import Console
-from titen.api.rest.events import Events, EventStream
+from titen.api.rest.events import Events, EventStream, EventTickets
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.identity import Me
 from titen.api.rest.jsonrpc import SESSION_HEADER
 from titen.api.rest.leases import Lease, Leases
 from titen.api.rest.logs import REQUEST_ID, RequestLog
@@ -30,11 +28,10 @@ from titen.api.rest.mcp import Mcp
 from titen.api.rest.methods import Router
 from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.openapi import document
+from titen.api.rest.pages import Console, Docs, OpenAPIDocument
 from titen.api.rest.paging import StoreCursors
-from titen.api.rest.reference import Docs, OpenAPIDocument
 from titen.api.rest.settings import DEFAULTS, ServerSettings
 from titen.api.rest.subscribers import Limits, Subscribers
-from titen.api.rest.tickets import EventTickets
 from titen.api.rest.webhooks import (
     WebhookDeliveries,
     WebhookEnable,

@@ -1,5 +1,6 @@
 """Who is calling: a bearer key, or on the event log's reads a ticket; public operations and
-OPTIONS need neither."""
+OPTIONS need neither. GET /v1/me tells a key what its role lets it do (as `Principal` decides),
+so a page shows only what works without restating the role list."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import falcon
 
 from titen.api.rest.budget import over_budget
+from titen.api.rest.contract import BOOLEAN, STRING, Operation, answers, obj, operations
 from titen.api.rest.errors import error
 from titen.api.rest.methods import contract_method
 from titen.api.rest.paging import single
@@ -101,3 +103,42 @@ def principal_of(req: falcon.Request) -> Principal:
 def key_of(req: falcon.Request) -> tuple[str, int]:
     """The request's key hash and the key cache's generation before it (`Revocations.watch`)."""
     return req.context.key_hash, req.context.key_generation
+
+
+IDENTITY = obj(
+    {
+        "organization": STRING,
+        "principal": STRING,
+        "role": STRING,
+        "reads_organization": BOOLEAN,
+        "releases_any_lease": BOOLEAN,
+        "reads_audit": BOOLEAN,
+    }
+)
+
+
+class Me:
+    contract = operations(
+        get=Operation(
+            "getIdentity",
+            "The key's organization, principal and role, and what the role may do.",
+            answer=answers(IDENTITY),
+            description="`reads_organization`: lists the organization's leases and pending "
+            "handoffs (else only the caller's own); `releases_any_lease`: may release another "
+            "principal's lease; `reads_audit`: may read the audit routes.",
+        )
+    )
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        caller = principal_of(req)
+        resp.set_header("Cache-Control", "no-store")
+        resp.media = {
+            "data": {
+                "organization": caller.organization,
+                "principal": caller.name,
+                "role": caller.role,
+                "reads_organization": caller.reads_organization,
+                "releases_any_lease": caller.is_operator,
+                "reads_audit": caller.is_operator,
+            }
+        }

@@ -1,4 +1,6 @@
-"""GET /v1/events (pull, with long-poll) and GET /v1/events/stream (Server-Sent Events).
+"""GET /v1/events (pull, with long-poll), GET /v1/events/stream (Server-Sent Events), and
+POST /v1/events/tickets (for a browser's EventSource, which cannot send a key; not idempotent:
+a replay would store the ticket, a credential).
 
 A key reads its organization's committed public events (an agent's: those it is party to).
 Streams and waiting long-polls wait on the follower's signal, never on a database connection,
@@ -31,7 +33,7 @@ from titen.api.rest.contract import (
     operations,
     ref,
 )
-from titen.api.rest.errors import error
+from titen.api.rest.errors import OUTCOME_UNKNOWN, error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.methods import is_head
 from titen.api.rest.paging import (
@@ -44,6 +46,7 @@ from titen.api.rest.paging import (
     single,
 )
 from titen.api.rest.subscribers import Subscribers
+from titen.domain.clock import iso
 from titen.domain.events import PUBLISHED
 from titen.domain.published import (
     HANDOFF_ACCEPTED,
@@ -54,6 +57,7 @@ from titen.domain.published import (
 from titen.service import request_budget
 from titen.service.keys import Principal
 from titen.service.read_models import Published, RecentEvents
+from titen.service.tickets import Tickets
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
@@ -324,3 +328,32 @@ def _wait(req: falcon.Request) -> float:
     if value is None or not 0 <= value <= MAX_WAIT_SECONDS:
         raise error(400, f"wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS}.")
     return value
+
+
+TICKET_ANSWER = obj({"ticket": STRING, "expires_at": INSTANT})
+
+
+@dataclass
+class EventTickets:
+    contract = operations(
+        post=Operation(
+            "createEventTicket",
+            "A ticket that opens the event log to a browser: `?ticket=` on GET /v1/events and "
+            "GET /v1/events/stream, for 10 minutes, until its key is revoked.",
+            answer=answers(TICKET_ANSWER),
+            status=201,
+            errors=(OUTCOME_UNKNOWN,),
+            description="A ticket is read-only and accepted nowhere else; it acts as the key "
+            "that asked for it (its principal and organization), and revoking that key ends "
+            "it and the streams opened with it (docs/event-log.md).",
+        )
+    )
+
+    tickets: Tickets
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        hashed_key, _ = key_of(req)
+        issued = self.tickets.issue(hashed_key)
+        resp.status = falcon.HTTP_201
+        resp.set_header("Cache-Control", "no-store")
+        resp.media = {"data": {"ticket": issued.ticket, "expires_at": iso(issued.expires_at)}}
