@@ -9,7 +9,7 @@ bound. Positions and lags count every organization's commits: the metrics port a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import falcon
 
@@ -28,6 +28,7 @@ from titen.service.keys import Keys
 from titen.service.readiness import ANSWER_SECONDS, Readiness
 
 DETAILS = ("database", "failures")  # shown only to an operator's key
+FAILURE = ("position", "event_type", "error", "failed_at")
 
 
 class Health:
@@ -97,12 +98,7 @@ class Ready:
                 "status": status,
                 "database": report.database,
                 "failures": {
-                    failure.projection: {
-                        "position": failure.position,
-                        "event_type": failure.event_type,
-                        "error": failure.error,
-                        "failed_at": failure.failed_at,
-                    }
+                    failure.projection: {k: v for k, v in asdict(failure).items() if k in FAILURE}
                     for failure in report.failures
                 },
                 "problems": report.problems(),
