@@ -1,36 +1,37 @@
-"""The Falcon application: routes, middleware and error handling over the services."""
+"""The Falcon application: routes, middleware and error handling over the services.
+
+CORS (`--cors-origin`) is Falcon's, on every route and error; a preflight is an OPTIONS,
+answered without a key. Credentials mode is never allowed: keys are bearer tokens, so no page
+gets ambient authority from a visitor's browser.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import falcon
 
 from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
-from titen.api.rest.auth import Authentication
+from titen.api.rest.auth import Authentication, Me
 from titen.api.rest.body import BodyLimit
-from titen.api.rest.console import Console
-from titen.api.rest.cors import cors
-from titen.api.rest.deadline import RequestDeadline
-from titen.api.rest.events import Events, EventStream
+from titen.api.rest.events import Events, EventStream, EventTickets
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.identity import Me
+from titen.api.rest.jsonrpc import SESSION_HEADER
 from titen.api.rest.leases import Lease, Leases
-from titen.api.rest.logs import RequestLog
+from titen.api.rest.logs import REQUEST_ID, RequestLog
 from titen.api.rest.mcp import PATH as MCP
 from titen.api.rest.mcp import Mcp
 from titen.api.rest.methods import Router
 from titen.api.rest.metrics import RequestMetrics
 from titen.api.rest.openapi import document
+from titen.api.rest.pages import Console, Docs, OpenAPIDocument
 from titen.api.rest.paging import StoreCursors
-from titen.api.rest.path_ids import PathIds
-from titen.api.rest.reference import Docs, OpenAPIDocument
 from titen.api.rest.settings import DEFAULTS, ServerSettings
 from titen.api.rest.subscribers import Limits, Subscribers
-from titen.api.rest.tickets import EventTickets
 from titen.api.rest.webhooks import (
     WebhookDeliveries,
     WebhookEnable,
@@ -38,9 +39,14 @@ from titen.api.rest.webhooks import (
     WebhookList,
     WebhookSecret,
 )
+from titen.service import request_budget
 from titen.service.bootstrap import Services
 from titen.service.budget import OrgBudget
 from titen.service.targets import Targets
+
+EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow", SESSION_HEADER)
+"""Answer headers a page may read beyond the CORS-safelisted ones."""
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 ROUTES: tuple[tuple[str, type], ...] = (
     ("/healthz", Health),
@@ -88,7 +94,8 @@ def create_app(
         StoreCursors(services.cursors),
     ]
     if settings.cors_origins:
-        middleware.append(cors(settings.cors_origins))
+        origins = list(settings.cors_origins)
+        middleware.append(falcon.CORSMiddleware(allow_origins=origins, expose_headers=EXPOSED))
     middleware += [
         RequestMetrics(),
         BodyLimit(),
@@ -101,6 +108,30 @@ def create_app(
     for template, resource in ROUTES:
         app.add_route(template, resources[resource])
     return app
+
+
+class RequestDeadline:
+    """Each request's one deadline for its database waits (service/request_budget.py): every
+    answer comes within 10 s, else 503. A stream's frames wait on the follower, after it ends."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        request_budget.start()
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
+        request_budget.end()
+
+
+class PathIds:
+    """A path id holding a control character names nothing: 404 before any lookup (PostgreSQL's
+    text cannot hold NUL: the query would fail, a 500 for a bad id)."""
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
+        if any(isinstance(value, str) and CONTROL.search(value) for value in params.values()):
+            raise errors.error(404)
 
 
 def _resources(services: Services, settings: ServerSettings) -> dict[type, object]:

@@ -1,9 +1,8 @@
-"""An ASGI application served from the WSGI server's threads: one event loop per process.
+"""An ASGI application (the MCP SDK's transport) served from the WSGI server's threads.
 
-The MCP SDK's Streamable HTTP transport is ASGI on anyio; titen is Falcon on waitress. Each
-process that answers a request for the app starts, once, a thread running an asyncio loop,
-enters the app's lifespan there, and hands each request to it through `a2wsgi`. The loop starts
-on first use, never in a parent before `fork` (a forked copy of a loop thread would not run).
+Each process starts, at its first request, a thread running an asyncio loop, enters the app's
+lifespan there, and hands each request to it through `a2wsgi`; never before `fork` (a forked
+copy of a loop thread would not run).
 """
 
 from __future__ import annotations
@@ -30,10 +29,8 @@ class Answer:
 
 
 class AsgiBridge:
-    """Calls the app `make()` builds for a WSGI environ and collects its whole answer (the app
-    answers JSON, not streams). The app is built, and its lifespan entered on the loop, when the
-    first request comes; the lifespan is held until the process exits. The environ's entries
-    named in `carry` are copied into each request's ASGI scope, for the app to read."""
+    """Calls the app `make()` builds for a WSGI environ and collects its whole answer (JSON, not
+    streams); the environ's entries named in `carry` are copied into the ASGI scope."""
 
     def __init__(self, make: Callable[[], Starlette], carry: tuple[str, ...] = ()):
         self.make = make

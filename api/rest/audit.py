@@ -1,17 +1,13 @@
-"""The audit routes: histories replayed from the event log, for operators of the organization.
+"""The audit routes: histories replayed from the event log, for operators, each `as_of` an instant.
 
-GET /v1/audit/leases?resource_type=…&resource_id=…   the terms on a resource, oldest first, paged
-GET /v1/audit/leases/{lease_id}                       one lease's term and its events
-GET /v1/audit/handoffs/{handoff_id}                   one handoff's state and its events
-
-Each takes `as_of` (an ISO 8601 instant with an offset). A resource's terms are paged like the
-inbox; a lease or a handoff has at most two events. An agent gets 403 whatever it asks, so
-probing tells it nothing; another organization's id is 404, exactly as an unknown one.
+An agent gets 403 whatever it asks, so probing tells it nothing; another organization's id is
+404, exactly as an unknown one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +29,7 @@ from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.paging import PAGE_QUERY, decode_cursor, encode_cursor, read_limit, single
 from titen.api.schemas import body, text
-from titen.api.validation import cut, refusal, validator
+from titen.api.validation import refusal, validator
 from titen.domain.clock import parse_iso
 from titen.domain.history import ENDINGS
 from titen.domain.limits import NAME_LENGTH
@@ -66,6 +62,7 @@ WHERE = {"resource_type": STRING, "resource_id": STRING}
 OPERATOR_ONLY = ("FORBIDDEN",)
 
 
+@dataclass
 class AuditResource:
     contract = operations(
         get=Operation(
@@ -87,15 +84,13 @@ class AuditResource:
         )
     )
 
-    def __init__(self, auditor: Auditor):
-        self.auditor = auditor
+    auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         caller = _operator(req)
         params = dict(req.params)
         limit = read_limit(params)
         cursor = single(params, "cursor")
-        # A version of the resource's own stream, not a log position.
         after = 0 if cursor is None else decode_cursor(req, cursor, of_log=False)
         query = _query({k: v for k, v in params.items() if k not in PAGE_QUERY}, RESOURCE_QUERY)
         page = self.auditor.resource(
@@ -115,6 +110,7 @@ class AuditResource:
         }
 
 
+@dataclass
 class AuditLease:
     contract = operations(
         get=Operation(
@@ -126,15 +122,14 @@ class AuditLease:
         )
     )
 
-    def __init__(self, auditor: Auditor):
-        self.auditor = auditor
+    auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
-        caller = _operator(req)
-        as_of = _as_of(_query(req.params, ITEM_QUERY))
-        resp.media = {"data": self.auditor.lease(caller.organization, lease_id, as_of)}
+        organization, as_of = _item(req)
+        resp.media = {"data": self.auditor.lease(organization, lease_id, as_of)}
 
 
+@dataclass
 class AuditHandoff:
     contract = operations(
         get=Operation(
@@ -146,13 +141,11 @@ class AuditHandoff:
         )
     )
 
-    def __init__(self, auditor: Auditor):
-        self.auditor = auditor
+    auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
-        caller = _operator(req)
-        as_of = _as_of(_query(req.params, ITEM_QUERY))
-        resp.media = {"data": self.auditor.handoff(caller.organization, handoff_id, as_of)}
+        organization, as_of = _item(req)
+        resp.media = {"data": self.auditor.handoff(organization, handoff_id, as_of)}
 
 
 def _operator(req: falcon.Request) -> Principal:
@@ -162,11 +155,16 @@ def _operator(req: falcon.Request) -> Principal:
     return caller
 
 
+def _item(req: falcon.Request) -> tuple[str, datetime | None]:
+    """An operator's organization and the `as_of` of a request for one lease or handoff."""
+    caller = _operator(req)
+    return caller.organization, _as_of(_query(req.params, ITEM_QUERY))
+
+
 def _query(params: Mapping[str, Any], validator: Any) -> dict[str, str]:
     """The query string checked like a body: known names, each once, within the schema."""
-    for name, value in params.items():
-        if isinstance(value, list):
-            raise error(400, f"{cut(name)} must be given once.")
+    for name in params:
+        single(params, name)
     refused = refusal(params, validator)
     if refused is not None:
         raise error(400, refused)

@@ -1,5 +1,6 @@
 """Who is calling: a bearer key, or on the event log's reads a ticket; public operations and
-OPTIONS need neither."""
+OPTIONS need neither. GET /v1/me tells a key what its role lets it do (as `Principal` decides),
+so a page shows only what works without restating the role list."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import falcon
 
 from titen.api.rest.budget import over_budget
+from titen.api.rest.contract import BOOLEAN, STRING, Operation, answers, obj, operations
 from titen.api.rest.errors import error
 from titen.api.rest.methods import contract_method
 from titen.api.rest.paging import single
@@ -23,19 +25,12 @@ BAD_TICKET = (
 
 
 class Authentication:
-    """Falcon middleware; an operation its contract declares `public` is served to anyone, and
-    so is OPTIONS (what a route allows is no secret, and a CORS preflight carries no key).
+    """Falcon middleware; `public` operations and OPTIONS (a CORS preflight) need no key.
 
-    An operation that takes `tickets` is also served, when no Authorization header is sent, to
-    the bearer of a ticket (`?ticket=`, service/tickets.py) as the principal of the key that
-    asked for it; anywhere else a ticket is no credential at all. The key's hash (for a ticket,
-    its key's) stays in `req.context.key_hash`, so a subscription opened with it can watch for
-    its revocation (service/revocations.py).
-
-    With a `budget` (`titen serve --org-rate`), each request is counted against its
-    organization's, and refused 429 past it: before anything reads the database when the key
-    is in the key cache (the organization of a key never changes, so a cached one is right even
-    before the cache is known to be current); after the lookup otherwise.
+    Without an Authorization header, an operation that takes `tickets` serves a `?ticket=` as
+    its key's principal. `req.context.key_hash` (a ticket's key's) lets a subscription watch
+    for its revocation. With a `budget`, each request is counted against its organization's:
+    before any database read when the key is cached (a key's organization never changes).
     """
 
     def __init__(self, keys: Keys, tickets: Tickets, budget: OrgBudget | None = None):
@@ -51,7 +46,7 @@ class Authentication:
         operation = getattr(resource, "contract", {}).get(contract_method(req))
         if operation is not None and operation.public:
             return
-        # Read before the lookup: a revocation seen after it is then noticed by `watch`.
+        # Read before the lookup: a later revocation is then noticed by `watch`.
         req.context.key_generation = self.keys.generation
         header = req.get_header("Authorization")
         if header is None and operation is not None and operation.tickets and TICKET in req.params:
@@ -75,7 +70,6 @@ class Authentication:
         return principal, hashed
 
     def _spend(self, organization: str) -> None:
-        """Count one request against the organization's budget; 429 past it."""
         if self.budget is not None and (wait := self.budget.wait(organization)) > 0:
             raise over_budget(self.budget.policy, wait)
 
@@ -96,7 +90,6 @@ def by_key(keys: Keys, header: str) -> tuple[Principal, str]:
 
 
 def bearer_hash(header: str) -> str:
-    """The hash of the key a `Bearer` Authorization header holds; 401 for another scheme."""
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer":
         raise error(401)
@@ -108,6 +101,44 @@ def principal_of(req: falcon.Request) -> Principal:
 
 
 def key_of(req: falcon.Request) -> tuple[str, int]:
-    """The hash of the key the request was authenticated with (for a ticket, its key's), and
-    the key cache's generation before it was (what `Revocations.watch` takes)."""
+    """The request's key hash and the key cache's generation before it (`Revocations.watch`)."""
     return req.context.key_hash, req.context.key_generation
+
+
+IDENTITY = obj(
+    {
+        "organization": STRING,
+        "principal": STRING,
+        "role": STRING,
+        "reads_organization": BOOLEAN,
+        "releases_any_lease": BOOLEAN,
+        "reads_audit": BOOLEAN,
+    }
+)
+
+
+class Me:
+    contract = operations(
+        get=Operation(
+            "getIdentity",
+            "The key's organization, principal and role, and what the role may do.",
+            answer=answers(IDENTITY),
+            description="`reads_organization`: lists the organization's leases and pending "
+            "handoffs (else only the caller's own); `releases_any_lease`: may release another "
+            "principal's lease; `reads_audit`: may read the audit routes.",
+        )
+    )
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        caller = principal_of(req)
+        resp.set_header("Cache-Control", "no-store")
+        resp.media = {
+            "data": {
+                "organization": caller.organization,
+                "principal": caller.name,
+                "role": caller.role,
+                "reads_organization": caller.reads_organization,
+                "releases_any_lease": caller.is_operator,
+                "reads_audit": caller.is_operator,
+            }
+        }

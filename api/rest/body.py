@@ -1,8 +1,7 @@
 """Reading a JSON request body: size, encoding, media type, syntax, then its JSON Schema.
 
-A body may be sent gzip-compressed (`Content-Encoding: gzip`); it is inflated at most to the
-body limit plus one byte, so the 1 MiB limit applies to what the JSON parser would read and a
-small "gzip bomb" is refused (413) without being inflated further. Any other encoding is 415.
+A gzip body is inflated at most to the limit plus one byte: the 1 MiB limit applies to what the
+parser reads, and a "gzip bomb" is refused (413) without being inflated further.
 """
 
 from __future__ import annotations
@@ -20,13 +19,11 @@ from titen.domain.json_depth import nests_deeper
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_DEPTH = 32
-"""Arrays and objects nested deeper than this are refused: no request needs more, and the
-parser, the schema check and the walks after it all recurse (a 1 MiB body can nest ~500,000
-deep)."""
+"""No request needs deeper nesting, and the parser and the walks after it recurse."""
 
 
 class BodyLimit:
-    """Falcon middleware: refuse any declared body over the limit before routing."""
+    """Falcon middleware: a declared body over the limit is refused before routing."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.content_length is not None and req.content_length > MAX_BODY_BYTES:
@@ -56,15 +53,13 @@ def read_body(req: falcon.Request) -> bytes:
 
 
 def require_json(req: falcon.Request) -> None:
-    """415 unless the body is declared JSON."""
     if not req.content_type or req.content_type.split(";")[0].strip().lower() != (
         falcon.MEDIA_JSON
     ):
         raise error(415)
 
 
-MAX_NUMBER_DIGITS = sys.get_int_max_str_digits()
-"""The longest integer a body may hold: the interpreter's limit on converting one from text."""
+MAX_NUMBER_DIGITS = sys.get_int_max_str_digits()  # the interpreter's limit on int(text)
 
 
 def parse_json(raw: bytes | str, what: str) -> Any:
@@ -89,7 +84,6 @@ def parse_json(raw: bytes | str, what: str) -> Any:
 
 
 def decoded(req: falcon.Request, raw: bytes) -> bytes:
-    """The body as sent before its Content-Encoding, at most MAX_BODY_BYTES + 1 bytes of it."""
     encoding = (req.get_header("Content-Encoding") or "").strip().lower()
     if encoding in IDENTITY:
         return raw

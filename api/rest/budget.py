@@ -11,13 +11,12 @@ from titen.api.rest.errors import error
 from titen.api.rest.settings import ServerSettings
 from titen.service.budget import BURST_SECONDS, OrgBudget, Policy
 
-POLICY_NAME = "org"
-"""The policy's name in the RateLimit fields."""
+POLICY_NAME = "org"  # in the RateLimit fields
 
 
 def org_budget(settings: ServerSettings, folder: str | None = None) -> OrgBudget | None:
-    """The node's budget for `settings` (None with `--org-rate 0`), made before any fork; its
-    workers' lock file goes in `folder` (None: one process)."""
+    """The node's budget (None with `--org-rate 0`), made before any fork; its workers' lock
+    file goes in `folder`."""
     if settings.org_rate <= 0:
         return None
     lock = None if folder is None else os.path.join(folder, "org-budget")
@@ -25,8 +24,7 @@ def org_budget(settings: ServerSettings, folder: str | None = None) -> OrgBudget
 
 
 def over_budget(policy: Policy, wait: float) -> falcon.HTTPError:
-    """429 TOO_MANY_REQUESTS for an organization over its budget, with `Retry-After` and the
-    IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers: one policy, named "org")."""
+    """429 with `Retry-After` and draft-ietf-httpapi-ratelimit-headers' fields."""
     seconds = max(1, math.ceil(wait))
     refused = error(
         429,

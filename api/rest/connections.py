@@ -1,14 +1,8 @@
 """Waitress, the one place its internals are extended: a server for an open port.
 
-Anyone who can reach the port can open connections without a key, so connections must be cheap
-and bounded in time: waitress's connection limit is raised far above its threads and the loop
-polls through epoll. The overrides, each for a reason given where it is made: the request
-parser refuses what RFC 9112 says to refuse and bodies over the limit as they arrive; refusals
-answer in the JSON envelope and close lingering; a HEAD answer ends at its head, and a head goes
-out with its body's first bytes; a connection has a deadline for its head and for its body; a
-request waiting on a stream watches its connection; and the loop (`Poller`) asks only the
-connections that may have changed, not every open one at every pass (waitress's `poll2` took
-2.5 ms a pass at 2,000 open connections, and every request waited through it).
+Anyone who can reach the port can open connections without a key, so they must be cheap and
+bounded in time. Each override says why where it is made; the loop (`Poller`) asks only the
+connections that may have changed (waitress's `poll2` took 2.5 ms a pass at 2,000 connections).
 """
 
 from __future__ import annotations
@@ -42,31 +36,22 @@ from titen.api.rest.settings import ServerSettings
 from titen.api.rest.signals import stop_requested
 
 log = logging.getLogger("titen.server")
-_serving = threading.local()
-"""`channel`: the connection whose request this thread serves (`Channel.service`)."""
+_serving = threading.local()  # `channel`: the connection this thread serves
 
 MAX_HEAD_BYTES = 64 * 1024
-OBS_FOLD = re.compile(rb"\r\n[ \t]")
-"""A header line that begins with a space or a tab: it continues the line before (obs-fold)."""
+OBS_FOLD = re.compile(rb"\r\n[ \t]")  # a header line continuing the one before
 HOST = re.compile(rb"\r\nhost:", re.IGNORECASE)
 TRANSFER_ENCODING = re.compile(rb"\r\ntransfer-encoding:([^\r]*)", re.IGNORECASE)
 VERSIONS = ("1.0", "1.1")
 BACKLOG = 2048
-LINGER_SECONDS = 2.0
-"""How long a refused connection stays open after the answer, so the client can read it."""
-LINGER_BYTES = MAX_BODY_BYTES
-"""How much a refused client may still send, read and discarded, before reading stops."""
+LINGER_SECONDS = 2.0  # a refused connection stays open so the client can read the answer
+LINGER_BYTES = MAX_BODY_BYTES  # and may send this much more, read and dropped
 IDLE_SECONDS = 120
-"""How long a connection may stay open between requests with nothing sent."""
-# Chunk framing is not body: waitress counts it against its own limit, which is therefore a
-# backstop above ours (ours counts decoded bytes), not the limit itself.
+# Waitress counts chunk framing as body: its limit is a backstop above ours (decoded bytes).
 FRAMING_ALLOWANCE = MAX_BODY_BYTES
 
 WATCH_CLIENT = "titen.watch_client"
-"""The WSGI environ key under which this server offers to watch the request's connection:
-`watch(on_gone)` returns whether the client has gone, and calls `on_gone` (from the server's
-loop) when it goes (api/rest/subscribers.py uses it). Absent in-process (falcon's TestClient):
-never gone."""
+"""The environ's `watch(on_gone)` (`Channel.watch`); absent in-process (falcon's TestClient)."""
 
 
 class RequestTimeout(Error):
@@ -80,22 +65,17 @@ class VersionNotSupported(Error):
 
 
 class BoundedRequest(HTTPRequestParser):
-    """A request parser that refuses an over-limit body as soon as it is known to be one (a
-    declared Content-Length with the head, a chunked body once its decoded bytes pass the
-    limit); waitress's own check refuses a body *equal* to its setting, so it is set above."""
+    """Refuses an over-limit body as soon as it is known to be one (waitress's own check
+    refuses a body *equal* to its setting, so that is set above)."""
 
-    completed: bool  # waitress's: the request has been read whole (or refused)
-    body_rcv: Any  # waitress's: the body's receiver, None until the head declares a body
-    body_started: float | None = None
-    """When its head ended, while its body is awaited (`Channel.received`)."""
+    completed: bool  # waitress's
+    body_rcv: Any  # waitress's: None until the head declares a body
+    body_started: float | None = None  # when its head ended, while its body is awaited
 
     def parse_header(self, header_plus: bytes) -> None:
-        """Waitress's parse, refusing (and closing the connection after the answer) what
-        RFC 9112 leaves a server no safe reading of: a header line folded onto the one before
-        (obs-fold, §5.2), an HTTP/1.1 request without exactly one Host (§3.2), a version
-        other than 1.0 and 1.1 (505), more than one transfer coding (§6.1: only `chunked` is
-        known), and a body framed both by Content-Length and Transfer-Encoding (§6.1: a proxy
-        in front may have framed it the other way, and read a second, smuggled request)."""
+        """Waitress's, refusing what RFC 9112 leaves no safe reading of: obs-fold (§5.2), not
+        exactly one Host in HTTP/1.1 (§3.2), a version but 1.0 and 1.1 (505), and a coding
+        other than `chunked` or with Content-Length too (§6.1: request smuggling)."""
         if OBS_FOLD.search(header_plus):
             raise ParsingError("a header line may not continue the one before (obs-fold)")
         codings = b",".join(TRANSFER_ENCODING.findall(header_plus)).split(b",")
@@ -126,12 +106,12 @@ class BoundedRequest(HTTPRequestParser):
 
 
 class EnvelopeError(ErrorTask):
-    """Waitress's refusal of a request it could not parse, as `{"error": {code, message}}`."""
+    """Waitress's refusal of a request it could not parse, in the envelope."""
 
     def execute(self) -> None:
         refusal = self.request.error
         status = refusal.code
-        message = _message(status, refusal.body)
+        message = REFUSED.get(status, lambda _: DEFAULT_MESSAGES[500])(refusal.body)
         path = getattr(self.request, "path", "")  # none when the request line was unreadable
         body = json.dumps(envelope(path, status, code_for(status), message)).encode()
         self.status = f"{status} {refusal.reason}"
@@ -139,29 +119,22 @@ class EnvelopeError(ErrorTask):
         self.set_close_on_finish()
         self.content_length = len(body)
         self.write(body)
-        # A body too slow in coming is no answer still being sent: it is closed at once.
         self.channel.linger_after_close = status != RequestTimeout.code
 
 
-def _message(status: int, detail: str) -> str:
-    if status == 408:
-        return f"The request body did not arrive within {detail:g} s."
-    if status == 505:
-        return f"{detail} is not supported: this server speaks HTTP/1.0 and HTTP/1.1."
-    if status == 413:
-        return DEFAULT_MESSAGES[413]
-    if status == 431:
-        return f"The request head is larger than {MAX_HEAD_BYTES // 1024} KiB."
-    if status == 400:
-        return f"Malformed HTTP request: {detail}."
-    if status == 501:
-        return "Transfer-Encoding is not supported (only chunked)."
-    return DEFAULT_MESSAGES[500]
+REFUSED: dict[int, Callable[[Any], str]] = {
+    408: lambda timeout: f"The request body did not arrive within {timeout:g} s.",
+    505: lambda version: f"{version} is not supported: this server speaks HTTP/1.0 and HTTP/1.1.",
+    413: lambda _: DEFAULT_MESSAGES[413],
+    431: lambda _: f"The request head is larger than {MAX_HEAD_BYTES // 1024} KiB.",
+    400: lambda detail: f"Malformed HTTP request: {detail}.",
+    501: lambda _: "Transfer-Encoding is not supported (only chunked).",
+}
+"""The words of waitress's refusals, by status, given its detail."""
 
 
 class Task(WSGITask):
-    """One request's answer; a HEAD answer is its head alone, chunked or not. Its environ
-    offers the app `WATCH_CLIENT` (Channel.watch), which ends with the request."""
+    """One request's answer; a HEAD answer is its head alone, chunked or not."""
 
     def get_environment(self) -> dict[str, Any]:
         environ = super().get_environment()
@@ -177,9 +150,7 @@ class Task(WSGITask):
                 self.channel.tell_loop()
 
     def write(self, data: bytes) -> None:
-        """Waitress's, with the head sent in one piece with the first bytes of the body.
-        Waitress sends the head alone, then the body: two system calls and two segments per
-        answer, and a client woken by the head alone waits again for the body."""
+        """The head goes out with the body's first bytes: one send, not two."""
         if self.wrote_header or not data:
             super().write(data)
             return
@@ -195,29 +166,23 @@ class Task(WSGITask):
 
 
 class Channel(HTTPChannel):
-    """One client connection, with a deadline on each request head and a lingering close."""
+    """One client connection, with deadlines on each request and a lingering close."""
 
     parser_class = BoundedRequest
-    request: BoundedRequest | None = None  # waitress's: the request being read
+    request: BoundedRequest | None = None  # waitress's
     task_class = Task
     error_task_class = EnvelopeError
     linger_after_close = False
     draining_until = 0.0
     drained = 0
-    on_gone: Callable[[], None] | None = None
-    """Set while a request waits watching its connection (`watch`): called when it closes."""
-    writing = False
-    """Whether a request's thread is writing its answer (`write_soon`), sending it itself."""
-    holding = False
-    """Whether the next `write_soon` is held back, to go out with the one after it
-    (`head_held`)."""
-    held = b""
-    """What is held back: an answer's head, until its body's first bytes are written."""
+    on_gone: Callable[[], None] | None = None  # while a request watches (`watch`)
+    writing = False  # a request's thread is sending its answer itself (`write_soon`)
+    holding = False  # the next `write_soon` is held back (`head_held`)
+    held = b""  # an answer's head, until its body's first bytes are written
 
     def __init__(self, server: Server, sock: socket.socket, addr: Any, adj: Any, map: Any = None):
         super().__init__(server, sock, addr, adj, map)
-        self.head_started: float | None = self.creation_time
-        """When the head now being awaited began: at accept, else at its first byte."""
+        self.head_started: float | None = self.creation_time  # at accept, else its first byte
 
     def received(self, data: bytes) -> bool:
         accepted = super().received(data)
@@ -231,14 +196,12 @@ class Channel(HTTPChannel):
         return accepted
 
     def body_overdue(self, now: float, timeout: float) -> bool:
-        """Whether the body now being read began more than `timeout` seconds ago."""
         request = self.request
         started = None if request is None else request.body_started
         return started is not None and now - started > timeout
 
     def time_out_body(self, timeout: float) -> None:
-        """Answer the request whose body is overdue with 408, as waitress answers a request it
-        refuses (its error task), and close the connection after it."""
+        """408 the request whose body is overdue, through waitress's error task, and close."""
         with self.requests_lock:
             request, self.request = self.request, None
             if request is None:
@@ -250,7 +213,6 @@ class Channel(HTTPChannel):
                 self.server.add_task(self)
 
     def head_overdue(self, now: float, timeout: float) -> bool:
-        """Whether this connection has spent longer than `timeout` sending one request head."""
         return (
             self.head_started is not None
             and not self.requests
@@ -258,22 +220,19 @@ class Channel(HTTPChannel):
         )
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], bool]:
-        """Read this connection while its request waits: call `on_gone` (from the server's
-        loop) when the client closes it, or when the server stops. Returns whether either
-        has happened: the waiting request should end."""
+        """Call `on_gone` (from the loop) when the client closes or the server stops; returns
+        whether either has happened (api/rest/subscribers.py)."""
         self.on_gone = on_gone
-        self.tell_loop()  # the loop then polls this connection for reading again
+        self.tell_loop()
         return lambda: self.server.stopping or self.check_client_disconnected()
 
     def idle(self) -> bool:
-        """Whether the loop may stop asking this connection `readable()` and `writable()`
-        until its socket is ready or a thread tells it (`tell_loop`): no request is served on
-        it, or only one watching it (`watch`), whose thread tells the loop of each change."""
+        """Whether the loop may stop asking it until its socket is ready or a thread tells it
+        (`tell_loop`): no request is served, or one watching it, whose thread tells."""
         return not self.requests or self.on_gone is not None
 
     def service(self) -> None:
-        """Waitress's, with this connection known to the request's thread as the one it serves
-        (`Server.pull_trigger`)."""
+        """Waitress's, the thread knowing its connection (`Server.pull_trigger`)."""
         _serving.channel = self
         try:
             super().service()
@@ -281,9 +240,7 @@ class Channel(HTTPChannel):
             _serving.channel = None
 
     def loop_will_hear(self) -> bool:
-        """Whether the loop needs no wake-up for this connection: no request is left on it,
-        it only reads, and the loop's registration for reading is in place, so the client's
-        next bytes wake the loop."""
+        """No wake-up needed: nothing left to do but read, and the loop is registered for it."""
         return (
             not self.requests
             and self.readable()  # waitress's is false while output waits or it will close
@@ -291,8 +248,7 @@ class Channel(HTTPChannel):
         )
 
     def tell_loop(self) -> None:
-        """This connection's answers to the loop may have changed while it counts as idle:
-        wake the loop to ask them again (from the loop's own thread, a wake for nothing)."""
+        """Its answers to the loop may have changed while idle: wake the loop to ask again."""
         self.server.poller.changed(self._fileno)
         self.server.pull_trigger()
 
@@ -305,13 +261,11 @@ class Channel(HTTPChannel):
         super().del_channel(map)
 
     def send_continue(self) -> None:
-        """Waitress's, which a request's thread may call as its request ends (for one read
-        partly behind it): the connection, idle by then, has output to send."""
+        """Called by a request's thread as it ends: the connection, idle by then, has output."""
         super().send_continue()
         self.tell_loop()
 
     def end_wait(self) -> None:
-        """Wake the request waiting on this connection, if one is: the server is stopping."""
         on_gone, self.on_gone = self.on_gone, None
         if on_gone is not None:
             on_gone()
@@ -333,16 +287,13 @@ class Channel(HTTPChannel):
         return super().writable()
 
     def _waited_for(self) -> bool:
-        """Whether the request's thread, inside its write, waits for the loop: to send a
-        buffer at or over its high watermark (waitress wakes the thread only below it), or to
-        close the connection after a failed send or a cancel (`will_close`)."""
+        """Whether the writing thread waits for the loop: to flush past the high watermark, or
+        to close after a failed send or a cancel."""
         return bool(self.will_close or self.total_outbufs_len >= self.adj.outbuf_high_watermark)
 
     def write_soon(self, data: bytes | ReadOnlyFileBasedBuffer) -> int:
-        """Waitress's, with the loop told to keep off while the request's thread writes: the
-        loop, seeing output and a writable socket but not the buffer's lock, spun and took the
-        interpreter lock from the thread it waited for. What the thread could not send is the
-        loop's once it is done, so it wakes the loop then."""
+        """Waitress's, with the loop kept off while the thread writes (it spun, taking the GIL
+        from the thread it waited for); what is left unsent is then the loop's."""
         if self.holding:
             self.holding, self.held = False, data
             return len(data)
@@ -358,9 +309,7 @@ class Channel(HTTPChannel):
 
     @contextmanager
     def head_held(self) -> Iterator[None]:
-        """Hold the next `write_soon` (an answer's head) back, to go out in one send with the
-        one after it (the body's first bytes), or at the end of the block if none follows (a
-        304 drops the body)."""
+        """Hold the next `write_soon` (a head) for the one after it, or the block's end (304)."""
         self.holding = True
         try:
             yield
@@ -380,9 +329,8 @@ class Channel(HTTPChannel):
             self._close_now()
 
     def handle_close(self) -> None:
-        """Close; after a refusal, first stop writing and read (and drop) what the client still
-        sends, for LINGER_SECONDS: closing with unread input resets the connection, and a
-        client still sending could lose the answer before reading it."""
+        """After a refusal, first read and drop what the client still sends, for LINGER_SECONDS:
+        closing with unread input resets the connection, losing the answer."""
         if self.draining_until or not self.linger_after_close:
             self._close_now()
             return
@@ -407,7 +355,7 @@ class Channel(HTTPChannel):
 
 
 class Dispatcher(ThreadedTaskDispatcher):
-    """Waitress's request threads, which first tell `before_shutdown` when they are stopped."""
+    """Waitress's request threads, telling `before_shutdown` when they are stopped."""
 
     before_shutdown: Callable[[], None] = staticmethod(lambda: None)
 
@@ -417,9 +365,8 @@ class Dispatcher(ThreadedTaskDispatcher):
 
 
 class Server(TcpWSGIServer):
-    """Waitress's TCP server with `Channel` connections and their deadlines enforced. When it
-    stops (SIGTERM, Ctrl-C), open streams end and waiting long-polls answer at once, as if
-    their clients had gone, rather than holding the stop for waitress's 5 s."""
+    """Waitress's TCP server with `Channel` connections; as it stops, streams and long-polls
+    end at once, as if their clients had gone, not after waitress's 5 s."""
 
     channel_class = Channel
     stopping = False
@@ -431,7 +378,6 @@ class Server(TcpWSGIServer):
         threads: int,
         sock: socket.socket,
     ):
-        """Serve on `sock`, a listening socket opened by `listen`."""
         adjustments = Adjustments(
             host=settings.host,
             port=settings.port,
@@ -462,8 +408,7 @@ class Server(TcpWSGIServer):
         )
 
     def run(self) -> None:
-        """Waitress's loop, polled by `Poller` rather than waitress's `poll2`; stopped as
-        waitress stops it (KeyboardInterrupt: the request threads, then return)."""
+        """Waitress's loop through `Poller`, stopped as waitress stops it."""
         try:
             self.poller.loop(self.adj.asyncore_loop_timeout)
         except (SystemExit, KeyboardInterrupt):
@@ -472,8 +417,7 @@ class Server(TcpWSGIServer):
             self.poller.close()
 
     def pull_trigger(self) -> None:
-        """Waitress's wake-up of the loop, skipped when a request's thread ends its request
-        on a connection the loop will hear from anyway (`Channel.loop_will_hear`)."""
+        """Skipped when the loop will hear from the connection anyway (`loop_will_hear`)."""
         channel = getattr(_serving, "channel", None)
         if channel is not None and channel.server is self and channel.loop_will_hear():
             return
@@ -485,10 +429,9 @@ class Server(TcpWSGIServer):
             channel.end_wait()
 
     def maintenance(self, now: float) -> None:
-        """A stop asked for but lost (api/rest/signals.py) ends the loop; else waitress's idle
-        check, then the head deadline and the end of each lingering close."""
+        """Waitress's idle check, then the deadlines; a lost stop (signals.py) is raised again."""
         if stop_requested():
-            raise KeyboardInterrupt  # ends waitress's loop, which `serve` then stops in order
+            raise KeyboardInterrupt
         super().maintenance(now)
         self.poller.rescan = True  # any connection may have been told to close
         for channel in list(self.active_channels.values()):
@@ -501,7 +444,7 @@ class Server(TcpWSGIServer):
 
 
 class CannotListen(Exception):
-    """The server could not take its address (in use, not this machine's, not allowed)."""
+    """The server could not take its address."""
 
 
 def listen(
@@ -511,10 +454,8 @@ def listen(
     doing: str = "listen on",
     reuse_port: bool = False,
 ) -> socket.socket:
-    """A listening TCP socket on the first address `host` resolves to (as waitress would pick),
-    or only bound if `backlog` is None; CannotListen saying why (`cannot {doing} HOST:PORT:
-    ...`) if it cannot be had. With `reuse_port` (SO_REUSEPORT) other sockets of this user
-    that set it too may take the same port, and the kernel shares connections between them."""
+    """A TCP socket listening (only bound if `backlog` is None) on `host`'s first address, as
+    waitress would pick; with `reuse_port` the kernel shares the port's connections."""
     sock = None
     try:
         family, kind, proto, address = Adjustments(host=host, port=port).listen[0]
@@ -547,13 +488,11 @@ def allow_open_files(wanted: int) -> int:
 
 READ = select.EPOLLIN | select.EPOLLPRI
 WRITE = select.EPOLLOUT
-HANGUP = select.EPOLLHUP | select.EPOLLERR
-"""Reported whatever a descriptor is registered for."""
+HANGUP = select.EPOLLHUP | select.EPOLLERR  # reported whatever is registered
 
 
 class Registration:
-    """A descriptor's entry in the epoll set: whose it is, what it is registered for, and what
-    its dispatcher wanted when last asked (never more than registered)."""
+    """A descriptor's entry: its dispatcher, its flags, and what it wanted when last asked."""
 
     __slots__ = ("dispatcher", "flags", "wanted")
 
@@ -563,48 +502,37 @@ class Registration:
 
 
 class Poller:
-    """One server's loop over `map` (descriptor -> dispatcher), which other threads may change.
+    """One server's loop over `map` (fd -> dispatcher), which other threads may change.
 
-    Registrations stay in one epoll set between passes, and a pass asks `readable()` and
-    `writable()` again only of what may have changed: the dispatchers not idle when last asked
-    (`idle()`, asked first; one without it never is), those ready or opened or closed since,
-    those a thread told of (`changed`), and all at the pass after `rescan`. A registration is
-    widened at once but narrowed only when it reports something not wanted: a keep-alive
-    connection wants nothing while its request is served and to read again after, and narrowing
-    at once cost two `epoll_ctl` calls per request."""
+    A pass asks `readable()`/`writable()` only of what may have changed: those not `idle()`
+    when last asked, those ready, told of (`changed`), or all after `rescan`. Registrations are
+    widened at once but narrowed only when they report something not wanted (narrowing at once
+    cost two `epoll_ctl` calls per keep-alive request)."""
 
     def __init__(self, map: dict[int, Any]):
         self.map = map
         self.epoll = select.epoll()
-        self.rescan = True
-        """Ask every dispatcher at the next pass (the first pass does)."""
+        self.rescan = True  # ask every dispatcher at the next pass
         self.registered: dict[int, Registration] = {}
-        self.asking: set[int] = set()
-        """The descriptors to ask at the next pass: not idle, or ready at the last pass."""
-        self.told: deque[int] = deque()
-        """Descriptors other threads said may have changed (appended and popped atomically)."""
+        self.asking: set[int] = set()  # to ask at the next pass
+        self.told: deque[int] = deque()  # from other threads (append/pop are atomic)
 
     def changed(self, fd: int | None) -> None:
-        """Ask `fd` again at the next pass (from any thread): a dispatcher was added or removed
-        there, or its answers may have changed. Whoever calls this wakes the loop if it must
-        act soon (the server's trigger); the pass after the next wakeup asks it anyway."""
+        """Ask `fd` again at the next pass (from any thread; the caller wakes the loop)."""
         if fd is not None:
             self.told.append(fd)
 
     def loop(self, timeout: float) -> None:
-        """Poll until the map is empty (or an exception ends the loop, as KeyboardInterrupt
-        does), waiting at most `timeout` seconds a pass."""
         while self.map:
             self.poll(timeout)
 
     def poll(self, timeout: float) -> None:
-        """One pass: ask what may have changed, wait for readiness, handle what is ready."""
         for fd in self._to_ask():
             self._ask(fd)
         if self.rescan or self.told:
-            timeout = 0  # changed while asked (the server's maintenance runs then): ask again
+            timeout = 0  # changed while asked: ask again
         for fd, events in self.epoll.poll(timeout):
-            self.asking.add(fd)  # its answers may change once it is handled
+            self.asking.add(fd)
             entry = self.registered.get(fd)
             if entry is None:
                 continue
@@ -618,16 +546,13 @@ class Poller:
         self.epoll.close()
 
     def reading(self, fd: int, dispatcher: Any) -> bool:
-        """Whether `fd` is registered for reading, for `dispatcher` (from any thread). A
-        registration loses reading only when it reported something not wanted (`_narrow`),
-        or when its dispatcher is gone: in the first case the descriptor is asked again
-        before the loop waits, so a thread that saw it registered need not wake the loop."""
+        """Whether `fd` is registered for reading for `dispatcher` (from any thread; a narrowed
+        one is asked again before the loop waits)."""
         entry = self.registered.get(fd)
         return entry is not None and entry.dispatcher is dispatcher and bool(entry.flags & READ)
 
     def _handled(self, fd: int, entry: Registration, events: int) -> int:
-        """What of `events` the dispatcher wants handled; asked again if it wanted less when
-        last asked (a request served then may have ended since, and it may read again)."""
+        """What of `events` the dispatcher wants handled, asked again if it wanted less."""
         if events & ~(entry.wanted | HANGUP) and self.map.get(fd) is entry.dispatcher:
             entry.wanted = _flags(entry.dispatcher) & entry.flags
         return events & (entry.wanted | HANGUP) if entry.wanted else 0
@@ -643,8 +568,6 @@ class Poller:
         return asking
 
     def _ask(self, fd: int) -> None:
-        """Register `fd` for what its dispatcher now wants (nothing if it is gone), and keep
-        asking it while it is not idle."""
         dispatcher = self.map.get(fd)
         if dispatcher is None:
             self._unregister(fd)
@@ -656,9 +579,8 @@ class Poller:
             self.asking.add(fd)  # closed by its thread meanwhile: its removal is told
 
     def _register(self, fd: int, dispatcher: Any, wanted: int) -> bool:
-        """Whether `fd` is now registered for at least what its dispatcher `wanted` (nothing
-        registered for nothing: epoll reports a hang-up even then, and a connection whose
-        request is being served would make every pass return at once)."""
+        """Whether `fd` is registered for at least `wanted` (for nothing, not at all: epoll
+        reports a hang-up regardless, and every pass would return at once)."""
         entry = self.registered.get(fd)
         if entry is not None and entry.dispatcher is dispatcher:
             entry.wanted = wanted
@@ -686,7 +608,6 @@ class Poller:
         return True
 
     def _narrow(self, fd: int, entry: Registration) -> None:
-        """Register `fd` for no more than its dispatcher wants: it reported something else."""
         if not entry.wanted:
             self._unregister(fd)
             return
@@ -705,7 +626,6 @@ class Poller:
 
 
 def _flags(dispatcher: Any) -> int:
-    """What waitress's `poll2` would register the dispatcher for."""
     flags = READ if dispatcher.readable() else 0
     if dispatcher.writable() and not dispatcher.accepting:
         flags |= WRITE

@@ -1,10 +1,8 @@
 """What each route promises, declared beside its resource: `contract = operations(...)`.
 
-A resource class states, per HTTP method, its request body (one of titen.api.schemas, the same
-dictionary that validates requests), its query parameters, its success answer and the error
-codes it can answer. `titen.api.rest.openapi` turns these into the OpenAPI document; nothing
-else restates them. A route whose responder has no contract (or the reverse) fails
-tests/api/test_openapi.py, so adding a route means adding its contract here, next to it.
+Per HTTP method: its request body (the schema that validates it), query parameters, success
+answer and error codes; `titen.api.rest.openapi` turns these into the OpenAPI document. A
+responder without a contract (or the reverse) fails tests/api/test_openapi.py.
 """
 
 from __future__ import annotations
@@ -32,12 +30,11 @@ HTML = "text/html"
 
 @dataclass(frozen=True)
 class Link:
-    """An OpenAPI link: a later operation takes a parameter from this one's answer."""
+    """An OpenAPI link: a later operation (by operationId) takes a parameter from this one's
+    answer: name → runtime expression, e.g. {"lease_id": "$response.body#/data/lease_id"}."""
 
     operation: str
-    """The operationId it leads to."""
     parameters: dict[str, str]
-    """Parameter name → runtime expression, e.g. {"lease_id": "$response.body#/data/lease_id"}."""
 
 
 @dataclass(frozen=True)
@@ -47,46 +44,29 @@ class Operation:
     operation_id: str
     summary: str
     answer: dict[str, Any] | None
-    """JSON Schema of the success body (usually `answers(data_schema)`), or of each frame of
-    a text/event-stream; None for a page (`media` names its type)."""
+    """JSON Schema of the success body, or of each text/event-stream frame; None for a page."""
     status: int = 200
-    also: tuple[int, ...] = ()
-    """Further statuses that answer the same success body (not the error envelope)."""
-    bodiless: tuple[int, ...] = ()
-    """Success statuses answered with no body (the MCP endpoint's 202 to a notification)."""
+    also: tuple[int, ...] = ()  # further statuses answering the same success body
+    bodiless: tuple[int, ...] = ()  # success statuses without a body (MCP's 202)
     description: str = ""
-    body: dict[str, Any] | None = None
-    """The request body's JSON Schema (from titen.api.schemas), when the route takes one."""
+    body: dict[str, Any] | None = None  # the request body's schema (titen.api.schemas)
     query: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Query parameter name → JSON Schema."""
     required_query: tuple[str, ...] = ()
-    headers: tuple[dict[str, Any], ...] = ()
-    """Further header parameters (OpenAPI Parameter Objects with `in: header`)."""
-    errors: tuple[str, ...] = ()
-    """Error codes beyond those every route of its kind answers (see `error_codes`)."""
-    public: bool = False
-    """Served without an API key."""
-    tickets: bool = False
-    """Also served with a ticket (`?ticket=`, from POST /v1/events/tickets) instead of a key."""
+    headers: tuple[dict[str, Any], ...] = ()  # OpenAPI Parameter Objects, `in: header`
+    errors: tuple[str, ...] = ()  # beyond those every route of its kind answers
+    public: bool = False  # served without an API key
+    tickets: bool = False  # also served with `?ticket=` (POST /v1/events/tickets)
     media: str = JSON
     links: dict[str, Link] = field(default_factory=dict)
-    idempotent: bool = False
-    """Takes an Idempotency-Key header (titen.api.rest.idempotency); like every write, it may
-    then answer OUTCOME_UNKNOWN."""
-    error_schema: str = "Error"
-    """The component schema of its error answers: the envelope, or the MCP endpoint's JSON-RPC
-    error (which `components` then defines)."""
-    protocol_errors: tuple[int, ...] = ()
-    """Further statuses a protocol answers itself, in `error_schema`'s shape (the MCP SDK's)."""
-    components: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Named schemas its own schemas refer to (`{"$ref": "#/components/schemas/<name>"}`)."""
+    idempotent: bool = False  # takes Idempotency-Key, and may answer OUTCOME_UNKNOWN
+    error_schema: str = "Error"  # or the MCP endpoint's JSON-RPC error (in `components`)
+    protocol_errors: tuple[int, ...] = ()  # answered by a protocol itself (the MCP SDK)
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)  # named schemas
 
     def error_codes(self) -> list[str]:
-        """Every code this operation can answer, in status order. Any request can be refused
-        for a head over 64 KiB (HEADERS_TOO_LARGE), before its route is known."""
+        """Every code this operation can answer, in status order (431 before any route)."""
         codes = {*self.errors, CODES[431], CODES[500]}
-        if not self.public:  # every route behind a key reads the database: 503 in an outage,
-            # and counts against the organization's request budget (api/rest/budget.py)
+        if not self.public:  # a key is looked up (503 in an outage) and counted (budget.py)
             codes |= {CODES[401], CODES[429], CODES[503]}
         if self.body is not None:
             codes |= {CODES[400], CODES[413], CODES[415]}

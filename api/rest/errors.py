@@ -1,7 +1,5 @@
-"""The one error envelope, {"error": {"code", "message"}}, and the one map of failures to it.
-
-On `/mcp` the same refusal is a JSON-RPC error (api/rest/jsonrpc.py): `envelope` decides which.
-"""
+"""The one error envelope, {"error": {"code", "message"}} (on `/mcp` a JSON-RPC error), and the
+one map of failures to it."""
 
 from __future__ import annotations
 
@@ -32,6 +30,8 @@ from titen.service.outages import (
 )
 
 log = logging.getLogger("titen.api")
+OWN_WORDS: dict[type[Exception], int] = {Forbidden: 403, InvalidField: 400, Contention: 503}
+"""Refusals answered in their own message, by status."""
 
 CODES = {
     400: "VALIDATION_ERROR",
@@ -62,15 +62,14 @@ DEFAULT_MESSAGES = {
 }
 OUTAGE = "The database is unavailable; retry shortly."
 OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
-"""The 503 whose change may have been saved: unlike UNAVAILABLE (nothing changed), a retry
-with the same Idempotency-Key learns the outcome."""
-RETRY_AFTER_SECONDS = 2
-"""Sent with every 503 and 429: when a client may try again (an outage, contention, a full
-server, a quota of subscriptions in use)."""
+"""The 503 whose change may have been saved (UNAVAILABLE: nothing changed): a retry with the
+same Idempotency-Key learns the outcome."""
+RETRY_AFTER_SECONDS = 2  # with every 503 and 429
 
 
 class Refusal(falcon.HTTPError):
-    """An error answer with its envelope code: the status's own (CODES) unless one is named."""
+    """An error answer with its envelope code (the status's own unless named), and on `/mcp`
+    its JSON-RPC code when not the status's own (jsonrpc.rpc_code)."""
 
     def __init__(
         self,
@@ -87,17 +86,12 @@ class Refusal(falcon.HTTPError):
         super().__init__(status, description=message, headers=headers)
         self.envelope_code = code
         self.rpc_code = rpc
-        """JSON-RPC's code for it on `/mcp`, when not the status's own (jsonrpc.rpc_code)."""
 
 
-def error(
-    status: int, message: str | None = None, code: str | None = None, rpc: int | None = None
-) -> falcon.HTTPError:
-    return Refusal(status, message, code, rpc)
+error = Refusal
 
 
 def code_for(status: int) -> str:
-    """The envelope's code for an HTTP status, for the app's errors and the server's alike."""
     return CODES.get(status, "INTERNAL" if status >= 500 else "VALIDATION_ERROR")
 
 
@@ -112,27 +106,23 @@ def serialize(req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError)
 def envelope(
     path: str, status: int, code: str, message: str, rpc: int | None = None
 ) -> dict[str, Any]:
-    """An error answer's body: the envelope, or on `/mcp` a JSON-RPC error with the same words."""
     if path == jsonrpc.PATH:
         return jsonrpc.error(code, message, rpc or jsonrpc.rpc_code(status))
     return {"error": {"code": code, "message": message}}
 
 
 def refusal_of(exc: Exception) -> Refusal | None:
-    """The answer to a domain refusal or a database outage, None for anything else: one map for
-    REST's error handlers and the MCP tools served over HTTP (api/rest/mcp.py)."""
+    """The answer to a domain refusal or a database outage, None for anything else (for REST's
+    error handlers and the MCP tools alike)."""
     if isinstance(exc, LeaseHeld):
         return Refusal(409, f"Resource is leased by another principal until {iso(exc.expires_at)}.")
     if isinstance(exc, NotFound):  # its message names the id asked for: cut, it may be huge
         return Refusal(404, cut(str(exc)) or None)
-    if isinstance(exc, Forbidden):
-        return Refusal(403, str(exc))
     if isinstance(exc, NotTarget):
         return Refusal(400, "Only the target principal can resolve a handoff.")
-    if isinstance(exc, InvalidField):
-        return Refusal(400, str(exc))
-    if isinstance(exc, Contention):
-        return Refusal(503, str(exc))
+    for kind, status in OWN_WORDS.items():
+        if isinstance(exc, kind):
+            return Refusal(status, str(exc))
     if isinstance(exc, OutcomeUnknown):
         return Refusal(503, exc.answer, OUTCOME_UNKNOWN)
     if is_outage(exc):
@@ -141,7 +131,6 @@ def refusal_of(exc: Exception) -> Refusal | None:
 
 
 def message_of(refused: falcon.HTTPError) -> str:
-    """The words an error answer carries (the envelope's `message`)."""
     return refused.description or DEFAULT_MESSAGES.get(refused.status_code) or refused.title
 
 
@@ -150,8 +139,7 @@ def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
 
 
 def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
-    """The database did not answer: nothing was changed, so the client is told to retry. A
-    condition, not a defect, so a warning without a traceback (a 500 logs one)."""
+    """Nothing was changed: retry. A condition, not a defect: a warning without a traceback."""
     if not is_outage(exc):
         _unexpected(req, resp, exc, params)
     log.warning(
@@ -188,7 +176,7 @@ def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, para
 def install(app: falcon.App) -> None:
     app.set_error_serializer(serialize)
     app.add_error_handler(Exception, _unexpected)
-    for kind in (LeaseHeld, NotFound, Forbidden, NotTarget, InvalidField, Contention):
+    for kind in (LeaseHeld, NotFound, NotTarget, *OWN_WORDS):
         app.add_error_handler(kind, _domain)
     for outage in CANDIDATES:
         app.add_error_handler(outage, _outage)

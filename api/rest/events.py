@@ -1,14 +1,12 @@
-"""GET /v1/events (pull, with long-poll) and GET /v1/events/stream (Server-Sent Events).
+"""GET /v1/events (pull, with long-poll), GET /v1/events/stream (Server-Sent Events), and
+POST /v1/events/tickets (for a browser's EventSource, which cannot send a key; not idempotent:
+a replay would store the ticket, a credential).
 
-A key reads its organization's committed public events: a dispatcher's or an operator's all of
-them, an agent's those it is party to (`Principal.party`). `next_cursor` always resumes.
+A key reads its organization's committed public events (an agent's: those it is party to).
 Streams and waiting long-polls wait on the follower's signal, never on a database connection,
-and are bounded by a subscriber limit so they cannot take the threads that serve everything
-else, and by quotas per organization and principal (api/rest/subscribers.py). They
-read from memory what the follower read once for all of them (projections/recent_events.py).
-Each watches the key it was opened with (or the key its ticket came from, for a browser:
-service/tickets.py): revoking the key ends a stream and answers a waiting long-poll 401, in
-every server process (service/revocations.py).
+read from memory what the follower read once for all, and take a subscriber slot
+(api/rest/subscribers.py). Revoking the key they were opened with (or their ticket's) ends a
+stream and answers a waiting long-poll 401, in every server process (service/revocations.py).
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import falcon
@@ -34,7 +33,7 @@ from titen.api.rest.contract import (
     operations,
     ref,
 )
-from titen.api.rest.errors import error
+from titen.api.rest.errors import OUTCOME_UNKNOWN, error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.methods import is_head
 from titen.api.rest.paging import (
@@ -47,6 +46,7 @@ from titen.api.rest.paging import (
     single,
 )
 from titen.api.rest.subscribers import Subscribers
+from titen.domain.clock import iso
 from titen.domain.events import PUBLISHED
 from titen.domain.published import (
     HANDOFF_ACCEPTED,
@@ -57,6 +57,7 @@ from titen.domain.published import (
 from titen.service import request_budget
 from titen.service.keys import Principal
 from titen.service.read_models import Published, RecentEvents
+from titen.service.tickets import Tickets
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
@@ -86,11 +87,10 @@ EVENT_DATA = {
     HANDOFF_ACCEPTED: HANDOFF,
     HANDOFF_REJECTED: HANDOFF,
 }
-"""What each published event type carries in `data`."""
 
 
 def _event(kind: str) -> dict[str, Any]:
-    """A published event of one type: a CloudEvent with the cursor to resume after it."""
+    """A CloudEvent of one type with the cursor to resume after it."""
     return obj(
         {
             "specversion": {"type": "string", "enum": ["1.0"]},
@@ -119,8 +119,7 @@ EVENT = {
         "mapping": {kind: ref(_component(kind))["$ref"] for kind in PUBLISHED},
     },
 }
-"""A published event, one schema per type, told apart by `type` (so a typed client narrows
-`data` by it)."""
+"""One schema per type, told apart by `type` (so a typed client narrows `data` by it)."""
 FRAME = obj(
     {
         "id": STRING,
@@ -128,9 +127,9 @@ FRAME = obj(
         "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": EVENT},
     }
 )
-"""One Server-Sent Events frame: `id` the event's cursor, `event` its type, `data` the event."""
 
 
+@dataclass
 class Events:
     contract = operations(
         get=Operation(
@@ -150,9 +149,8 @@ class Events:
         )
     )
 
-    def __init__(self, recent: RecentEvents, subscribers: Subscribers):
-        self.recent = recent
-        self.subscribers = subscribers
+    recent: RecentEvents
+    subscribers: Subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         principal = principal_of(req)
@@ -190,12 +188,13 @@ class Events:
                 self.subscribers.leave(principal)
         resp.media = {
             "data": {
-                "events": [_served(e) for e in events],
+                "events": [e.served() for e in events],
                 "next_cursor": events[-1].cursor if events else encode_cursor(req, after),
             }
         }
 
 
+@dataclass
 class EventStream:
     contract = operations(
         get=Operation(
@@ -222,15 +221,13 @@ class EventStream:
         )
     )
 
-    def __init__(self, recent: RecentEvents, subscribers: Subscribers):
-        self.recent = recent
-        self.subscribers = subscribers
+    recent: RecentEvents
+    subscribers: Subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         principal = principal_of(req)
         reject_unknown(req.params, {"after", "types", TICKET})
-        # A browser's EventSource reconnects to the URL it was opened with, `after` and all,
-        # and names the last frame it received in Last-Event-ID: that one is where it stands.
+        # EventSource reconnects to its URL, `after` and all, naming its last frame in the header.
         cursor = req.get_header("Last-Event-ID") or single(req.params, "after")
         after = _after(req, cursor, self.recent)
         types = _types(req)
@@ -241,37 +238,10 @@ class EventStream:
             return
         self.subscribers.admit(principal)
         gone = self.subscribers.client_gone(req)
-        resp.stream = Stream(self, principal, after, types, key_of(req), gone)
+        frames = self._frames(principal, after, types, key_of(req), gone)
+        resp.stream = Stream(frames, lambda: self.subscribers.leave(principal))
 
-
-class Stream:
-    """The WSGI body of one stream; `close()` (called by the server) frees its slot. It ends
-    by itself when the key it was opened with is revoked, or when its client goes away."""
-
-    def __init__(
-        self,
-        resource: EventStream,
-        principal: Principal,
-        after: int,
-        types: tuple,
-        key: tuple[str, int],
-        gone: Callable[[], bool],
-    ):
-        self._resource = resource
-        self._principal = principal
-        self._events = self._follow(principal, after, types, key, gone)
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self._events
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._events.close()
-            self._resource.subscribers.leave(self._principal)
-
-    def _follow(
+    def _frames(
         self,
         principal: Principal,
         after: int,
@@ -279,42 +249,53 @@ class Stream:
         key: tuple[str, int],
         gone: Callable[[], bool],
     ) -> Generator[bytes, None, None]:
-        with self._resource.subscribers.revocations.watch(*key) as watch:
-            yield from self._frames(
-                principal, after, types, lambda: watch.revoked.is_set() or gone()
-            )
-
-    def _frames(
-        self, principal: Principal, after: int, types: tuple, ended: Callable[[], bool]
-    ) -> Iterator[bytes]:
+        """Until the key it was opened with is revoked, or its client goes away."""
         organization, party = principal.organization, principal.party
-        recent = self._resource.recent
-        heartbeat = self._resource.subscribers.heartbeat_seconds
-        yield b": connected\n\n"
-        quiet_since = time.monotonic()
-        while not ended():
-            seen = recent.version(organization)
-            events = recent.read(organization, after, types, STREAM_BATCH, party)
-            for event in events:
-                yield _frame(event)
-                after = event.position
-            if events:
-                quiet_since = time.monotonic()
-                continue
-            if time.monotonic() - quiet_since >= heartbeat:
-                yield b": heartbeat\n\n"
-                quiet_since = time.monotonic()
-            recent.wait_past(
-                organization, seen, heartbeat - (time.monotonic() - quiet_since), ended
-            )
+        recent, heartbeat = self.recent, self.subscribers.heartbeat_seconds
+        with self.subscribers.revocations.watch(*key) as watch:
+
+            def ended() -> bool:
+                return watch.revoked.is_set() or gone()
+
+            yield b": connected\n\n"
+            quiet_since = time.monotonic()
+            while not ended():
+                seen = recent.version(organization)
+                events = recent.read(organization, after, types, STREAM_BATCH, party)
+                for event in events:
+                    yield _frame(event)
+                    after = event.position
+                if events:
+                    quiet_since = time.monotonic()
+                    continue
+                if time.monotonic() - quiet_since >= heartbeat:
+                    yield b": heartbeat\n\n"
+                    quiet_since = time.monotonic()
+                recent.wait_past(
+                    organization, seen, heartbeat - (time.monotonic() - quiet_since), ended
+                )
 
 
-def _served(event: Published) -> dict:
-    return event.served()
+class Stream:
+    """The WSGI body of one stream: `close()` (called by the server, started or not) frees its
+    slot, which a generator's own `finally` would not do before its first frame."""
+
+    def __init__(self, frames: Generator[bytes, None, None], leave: Callable[[], None]):
+        self._frames = frames
+        self._leave: Callable[[], None] | None = leave
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._frames
+
+    def close(self) -> None:
+        leave, self._leave = self._leave, None
+        if leave is not None:
+            self._frames.close()
+            leave()
 
 
 def _frame(event: Published) -> bytes:
-    served = _served(event)
+    served = event.served()
     frame = f"id: {served['cursor']}\nevent: {served['type']}\ndata: {json.dumps(served)}\n\n"
     return frame.encode()
 
@@ -347,3 +328,32 @@ def _wait(req: falcon.Request) -> float:
     if value is None or not 0 <= value <= MAX_WAIT_SECONDS:
         raise error(400, f"wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS}.")
     return value
+
+
+TICKET_ANSWER = obj({"ticket": STRING, "expires_at": INSTANT})
+
+
+@dataclass
+class EventTickets:
+    contract = operations(
+        post=Operation(
+            "createEventTicket",
+            "A ticket that opens the event log to a browser: `?ticket=` on GET /v1/events and "
+            "GET /v1/events/stream, for 10 minutes, until its key is revoked.",
+            answer=answers(TICKET_ANSWER),
+            status=201,
+            errors=(OUTCOME_UNKNOWN,),
+            description="A ticket is read-only and accepted nowhere else; it acts as the key "
+            "that asked for it (its principal and organization), and revoking that key ends "
+            "it and the streams opened with it (docs/event-log.md).",
+        )
+    )
+
+    tickets: Tickets
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        hashed_key, _ = key_of(req)
+        issued = self.tickets.issue(hashed_key)
+        resp.status = falcon.HTTP_201
+        resp.set_header("Cache-Control", "no-store")
+        resp.media = {"data": {"ticket": issued.ticket, "expires_at": iso(issued.expires_at)}}

@@ -1,13 +1,9 @@
-"""The handoff routes: create, the caller's pending inbox, one handoff, and its resolution.
-
-POST /v1/handoffs                        create a pending handoff to another principal
-GET  /v1/handoffs                        the caller's pending inbox, oldest first, paged
-GET  /v1/handoffs?scope=organization     the organization's pending handoffs (not to agents)
-GET  /v1/handoffs/{handoff_id}           one handoff in any status, for its sender and target
-POST /v1/handoffs/{handoff_id}/resolve   accept or reject, once, as the target
-"""
+"""The handoff routes: create, the caller's pending inbox (or with scope=organization the
+organization's, not for agents), one handoff in any status, and its resolution by its target."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import falcon
 
@@ -26,7 +22,7 @@ from titen.api.rest.contract import (
 )
 from titen.api.rest.errors import error
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.paging import PAGE_QUERY, encode_cursor, read_page, single
+from titen.api.rest.paging import PAGE_QUERY, next_page, read_page, single
 from titen.api.validation import validator
 from titen.domain.handoff import FIELDS, RESOLVED_FIELDS, public_fields
 from titen.domain.limits import NAME_LENGTH
@@ -60,6 +56,7 @@ HANDOFF = obj({name: FIELD_SCHEMAS[name] for name in RESOLVED_FIELDS})
 """A handoff in any status, as GET, resolve, the audit and the event log show it."""
 
 
+@dataclass
 class Handoffs:
     contract = operations(
         post=Operation(
@@ -94,9 +91,8 @@ class Handoffs:
         ),
     )
 
-    def __init__(self, handoffs: HandoffService, idempotency: Idempotency):
-        self.handoffs = handoffs
-        self.idempotency = idempotency
+    handoffs: HandoffService
+    idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.idempotency.post(
@@ -117,8 +113,6 @@ class Handoffs:
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        """The caller's inbox (what others handed to it, never what it sent), or with
-        scope=organization the organization's pending handoffs."""
         scope = single(req.params, "scope")
         if scope is None:
             page = read_page(req, filters={"subject_id": NAME_LENGTH})
@@ -138,16 +132,11 @@ class Handoffs:
                 limit=page.limit + 1,
                 to_principal=page.filters.get("to_principal"),
             )
-        shown = rows[: page.limit]
-        more = len(rows) > page.limit
-        resp.media = {
-            "data": {
-                "handoffs": [row.fields for row in shown],
-                "next_cursor": encode_cursor(req, shown[-1].position) if more else None,
-            }
-        }
+        shown, cursor = next_page(req, rows, page.limit, lambda row: row.position)
+        resp.media = {"data": {"handoffs": [row.fields for row in shown], "next_cursor": cursor}}
 
 
+@dataclass
 class HandoffItem:
     contract = operations(
         get=Operation(
@@ -158,13 +147,13 @@ class HandoffItem:
         )
     )
 
-    def __init__(self, handoffs: HandoffService):
-        self.handoffs = handoffs
+    handoffs: HandoffService
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
         resp.media = {"data": public_fields(self.handoffs.get(principal_of(req), handoff_id))}
 
 
+@dataclass
 class HandoffResolution:
     contract = operations(
         post=Operation(
@@ -177,9 +166,8 @@ class HandoffResolution:
         )
     )
 
-    def __init__(self, handoffs: HandoffService, idempotency: Idempotency):
-        self.handoffs = handoffs
-        self.idempotency = idempotency
+    handoffs: HandoffService
+    idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
         self.idempotency.post(

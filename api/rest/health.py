@@ -1,19 +1,15 @@
 """GET /healthz (liveness) and GET /readyz (readiness); no key needed for either.
 
-A load balancer or an orchestrator asks both: /healthz only says the process answers HTTP (it
-touches no database, so a database outage never gets healthy processes restarted), /readyz
-says whether this server can do its work now: the database answers and no read model is stuck.
-/readyz answers the same body either way, 200 or 503, so whoever reads a 503 sees why.
-
-Without a key, /readyz says ready or not and why in words only; an operator's key adds the
-database's state and the read models' failures. Positions and lags are on the metrics port
-alone: they count every organization's commits (docs/security.md). The key's lookup runs
-while the database is read, both within one bound: /readyz answers within 2 s, key or not.
+/healthz touches no database (an outage never gets healthy processes restarted). /readyz says
+whether the database answers and no read model is stuck, the same body with 200 or 503; an
+operator's key adds details. The key's lookup runs while the database is read, within one 2 s
+bound. Positions and lags count every organization's commits: the metrics port alone has them.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass
 
 import falcon
 
@@ -31,8 +27,8 @@ from titen.service import request_budget
 from titen.service.keys import Keys
 from titen.service.readiness import ANSWER_SECONDS, Readiness
 
-DETAILS = ("database", "failures")
-"""What /readyz shows only to an operator's key."""
+DETAILS = ("database", "failures")  # shown only to an operator's key
+FAILURE = ("position", "event_type", "error", "failed_at")
 
 
 class Health:
@@ -49,6 +45,7 @@ class Health:
         resp.media = {"data": {"status": "ok"}}
 
 
+@dataclass
 class Ready:
     contract = operations(
         get=Operation(
@@ -82,9 +79,8 @@ class Ready:
         )
     )
 
-    def __init__(self, readiness: Readiness, keys: Keys):
-        self.readiness = readiness
-        self.keys = keys
+    readiness: Readiness
+    keys: Keys
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         began = time.monotonic()
@@ -102,12 +98,7 @@ class Ready:
                 "status": status,
                 "database": report.database,
                 "failures": {
-                    failure.projection: {
-                        "position": failure.position,
-                        "event_type": failure.event_type,
-                        "error": failure.error,
-                        "failed_at": failure.failed_at,
-                    }
+                    failure.projection: {k: v for k, v in asdict(failure).items() if k in FAILURE}
                     for failure in report.failures
                 },
                 "problems": report.problems(),
@@ -115,7 +106,7 @@ class Ready:
         }
 
     def _operator(self, req: falcon.Request) -> bool:
-        """Whether the request carries an operator's key (401 for a key that is not valid)."""
+        """Whether the request carries an operator's key (401 for an invalid one)."""
         header = req.get_header("Authorization")
         if header is None:
             return False

@@ -1,12 +1,9 @@
 """The Idempotency-Key header: a retried POST gets the first answer again instead of running twice.
 
-The first 2xx answer is stored in the command's own transaction (titen.service.answers); a
-repeat with the same key and body (as parsed JSON) is answered from it with
-`Idempotent-Replayed: true`, recording nothing; another body is 422 IDEMPOTENCY_KEY_REUSED.
-Failures are not stored, so their retries run again. A repeat that arrives while the first runs
-never runs twice: in this process it waits for the first (up to WAIT_SECONDS, else 409
-IDEMPOTENCY_KEY_IN_USE); in another it runs, meets the stored answer's unique row, and replays
-it. docs/idempotency.md has the whole contract.
+The first 2xx answer is stored in the command's own transaction (titen.service.answers); failures
+are not, so their retries run again. A repeat arriving while the first runs waits for it in this
+process (up to WAIT_SECONDS, else 409), or in another meets the stored answer's unique row and
+replays it. docs/idempotency.md has the whole contract.
 """
 
 from __future__ import annotations
@@ -41,14 +38,11 @@ T = TypeVar("T")
 HEADER = "Idempotency-Key"
 KEY = re.compile(r"[!-~]{1,255}")
 WAIT_SECONDS = 10.0
-Keep = Callable[[T], Kept]
-"""Given a command's result, the answer to store with its events."""
+Keep = Callable[[T], Kept]  # a command's result → the answer stored with its events
 
 
 @dataclass
 class _Flight:
-    """A keyed request running in this process."""
-
     fingerprint: str
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -69,10 +63,8 @@ class Idempotency:
         render: Callable[[T], dict[str, Any]],
         kept: Callable[[T], dict[str, Any]] | None = None,
     ) -> None:
-        """A POST that runs a command, as every one is answered: the body read and checked by
-        `checker` (None: the request has none, its path says it all), then `command(caller,
-        body, keep)` under the request's Idempotency-Key (`run`), answered with `status` and
-        `render` of its result (`kept`: what is stored for a replay, as `run` takes it)."""
+        """A POST: its body checked by `checker` (None: it has none), then `command(caller, body,
+        keep)` run and answered as `run` does."""
         body = read_json(req, checker) if checker is not None else None
         caller = principal_of(req)
         self.run(req, resp, body, status, lambda keep: command(caller, body, keep), render, kept)
@@ -87,15 +79,12 @@ class Idempotency:
         render: Callable[[T], dict[str, Any]],
         kept: Callable[[T], dict[str, Any]] | None = None,
     ) -> None:
-        """Answer `req` with `status` and `render(command(keep))`, or replay a stored answer.
-
-        `command` runs at most once, and only if no answer is stored for the request's key;
-        it passes `keep` on to the service, which stores `keep(result)` with its events.
-        `kept` renders what is stored and replayed, when that must be less than the first
-        answer (a secret is answered once and never stored)."""
+        """Answer `status` and `render(command(keep))`, or replay the stored answer; the service
+        stores `keep(result)` with its events. `kept` renders what is stored, when that must be
+        less than the first answer (a secret is answered once)."""
         key = req.get_header(HEADER)
         if key is None:
-            _answer(resp, status, render(command(None)))
+            resp.status, resp.media = status, render(command(None))
             return
         if not KEY.fullmatch(key):
             raise error(
@@ -118,9 +107,7 @@ class Idempotency:
             try:
                 value = command(keep)
             except (AlreadyAnswered, DomainError) as failure:
-                # Another process may have run the same request meanwhile: then this one either
-                # stored nothing (AlreadyAnswered) or was refused for what that one did (a
-                # handoff it resolved is no longer pending). Its answer is the answer.
+                # Another process may have run it meanwhile: its stored answer is the answer.
                 stored = self.answers.find(scope)
                 if stored is None and isinstance(failure, AlreadyAnswered):
                     raise _in_use() from None
@@ -129,15 +116,14 @@ class Idempotency:
                 _replay(resp, stored, print_)
                 return
             _answer_text(resp, status, json.dumps(render(value)))  # as a replay will send it
-            # (less what `kept` leaves out)
         finally:
             with self._lock:
                 del self._flights[scope]
             flight.done.set()
 
     def _take_off(self, scope: Scope, print_: str) -> _Flight:
-        """Run alone for this scope in this process: wait for an identical request running
-        already, refuse a different one at once."""
+        """Run alone for this scope in this process: wait for an identical request, refuse
+        a different one."""
         while True:
             with self._lock:
                 running = self._flights.get(scope)
@@ -148,11 +134,6 @@ class Idempotency:
                 raise _reused()
             if not running.done.wait(request_budget.left(WAIT_SECONDS)):
                 raise _in_use()
-
-
-def _answer(resp: falcon.Response, status: int, media: dict[str, Any]) -> None:
-    resp.status = status
-    resp.media = media
 
 
 def _answer_text(resp: falcon.Response, status: int, text: str) -> None:

@@ -1,11 +1,6 @@
-"""`/mcp`'s wire: its path and session header, titen's refusals there as JSON-RPC 2.0 errors,
-and what a JSON-RPC message must be (imported by the edges around it, never the MCP SDK).
-
-An MCP client reads an error answer's body only when it is a JSON-RPC error (the MCP SDK shows
-anything else as "Server returned an error response"), so every refusal on `/mcp`, whoever
-decides it (a middleware, the resource, waitress's parser), keeps its status and headers and
-carries REST's message and code in that shape: `api/rest/errors.py`'s `envelope` asks here.
-"""
+"""`/mcp`'s wire without the MCP SDK: its path, titen's refusals as JSON-RPC 2.0 errors, and
+what a JSON-RPC message must be. An MCP client reads an error's body only when it is a
+JSON-RPC error, so every refusal on `/mcp`, whoever decides it, is one (errors.envelope)."""
 
 from __future__ import annotations
 
@@ -24,13 +19,12 @@ NOT_A_MESSAGE = (
 
 
 def rpc_code(status: int) -> int:
-    """JSON-RPC's code for a refusal of this HTTP status: -32600 for the client's, -32603 for
-    the server's (as the MCP SDK answers its own HTTP refusals)."""
+    """The client's refusals -32600, the server's -32603 (as the MCP SDK answers its own)."""
     return INTERNAL_ERROR if status >= 500 else INVALID_REQUEST
 
 
 def error(code: str, message: str, rpc: int) -> dict[str, Any]:
-    """The answer to a request refused before its id was read: titen's `code` under `data`."""
+    """A refusal before the id was read: titen's `code` under `data`."""
     return {
         "jsonrpc": "2.0",
         "id": None,
@@ -39,9 +33,7 @@ def error(code: str, message: str, rpc: int) -> dict[str, Any]:
 
 
 def problem(message: Any) -> str | None:
-    """Why a parsed body is not one JSON-RPC 2.0 message, in titen's words; None if it is one.
-    Checked before the SDK reads it, whose refusal would be its model library's text. Every
-    member it knows is checked wherever it appears, as the OpenAPI document's schema says."""
+    """Why a parsed body is not one JSON-RPC 2.0 message, in titen's words; None if it is."""
     if not isinstance(message, dict):
         return NOT_A_MESSAGE
     if message.get("jsonrpc") != "2.0":

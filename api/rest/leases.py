@@ -1,13 +1,12 @@
-"""POST /v1/leases (acquire), GET /v1/leases (the held leases, newest first, paged),
-GET /v1/leases/{lease_id} (check) and DELETE (release).
+"""POST /v1/leases (acquire), GET /v1/leases (held leases), GET and DELETE /v1/leases/{lease_id}.
 
-The GET is what a holder asks right before its destructive step: it answers only while the
-lease is the resource's current term, read from the event log, with its fencing token.
+GET of one lease is what a holder asks right before its destructive step: it answers only while
+the lease is the resource's current term, read from the event log, with its fencing token.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +29,7 @@ from titen.api.rest.contract import (
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.paging import PAGE_QUERY, encode_cursor, read_page
+from titen.api.rest.paging import PAGE_QUERY, next_page, read_page
 from titen.api.validation import validator
 from titen.domain.clock import iso
 from titen.domain.lease import Holding
@@ -55,6 +54,7 @@ HOLDING = obj(
 )
 
 
+@dataclass
 class Leases:
     contract = operations(
         post=Operation(
@@ -88,9 +88,8 @@ class Leases:
         ),
     )
 
-    def __init__(self, leases: LeaseService, idempotency: Idempotency):
-        self.leases = leases
-        self.idempotency = idempotency
+    leases: LeaseService
+    idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.idempotency.post(
@@ -118,16 +117,12 @@ class Leases:
             holder=page.filters.get("holder"),
             resource_type=page.filters.get("resource_type"),
         )
-        shown = listed[: page.limit]
-        more = len(listed) > page.limit
-        resp.media = {
-            "data": {
-                "leases": [{**row.fields, "expired": expired} for row, expired in shown],
-                "next_cursor": encode_cursor(req, shown[-1][0].position) if more else None,
-            }
-        }
+        shown, cursor = next_page(req, listed, page.limit, lambda row: row[0].position)
+        leases = [{**row.fields, "expired": expired} for row, expired in shown]
+        resp.media = {"data": {"leases": leases, "next_cursor": cursor}}
 
 
+@dataclass
 class Lease:
     contract = operations(
         get=Operation(
@@ -144,8 +139,7 @@ class Lease:
         ),
     )
 
-    def __init__(self, leases: LeaseService):
-        self.leases = leases
+    leases: LeaseService
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
         holding, expired = self.leases.get(principal_of(req), lease_id)
@@ -167,7 +161,6 @@ def acquired(holding: Holding) -> dict[str, Any]:
 
 
 def holding_view(holding: Holding, *, expired: bool) -> dict[str, Any]:
-    """A current lease on the wire, in Holding's field order, with `expired` (nothing sweeps an
-    expired lease that nobody replaced)."""
+    """A current lease on the wire, with `expired` (nothing sweeps one nobody replaced)."""
     fields = {k: iso(v) if isinstance(v, datetime) else v for k, v in asdict(holding).items()}
     return {**fields, "expired": expired}

@@ -1,12 +1,9 @@
 """Logs as a log pipeline reads them: one line per request, JSON or text, with a request id.
 
-Every line, the server's own included, comes out in the chosen format; a record's `fields`
-(`extra={"fields": {...}}`) become JSON keys or `key=value` pairs. A request line holds no key,
-body or query string: only the request's shape and who made it. Lines are written off the
-request threads (the stdlib's QueueHandler and QueueListener): a handler lock held through each
-write was a convoy that starved waitress's loop at 16 connections. `X-Request-Id` is taken from
-the request when plausible (a proxy's id carries through), made otherwise, and is on every
-answer and every line about the request.
+A record's `fields` (`extra={"fields": {...}}`) become JSON keys or `key=value` pairs; a request
+line holds no key, body or query string. Lines are written off the request threads (QueueHandler
+and QueueListener): a handler lock held through each write starved waitress's loop. A plausible
+`X-Request-Id` from the request carries through; else one is made.
 """
 
 from __future__ import annotations
@@ -30,29 +27,22 @@ from titen.domain.clock import iso
 
 REQUEST_ID = "X-Request-Id"
 FORMATS = ("json", "text")
-# Anything else (too long, spaces, control characters) could forge log lines: a new id is made.
 PLAUSIBLE_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
-UNMATCHED = "unmatched"
-"""The route of a request that matched no route (its path is not a template, and could be
-anything a client sends)."""
+UNMATCHED = "unmatched"  # the route of a request that matched none (not its raw path)
 
 log = logging.getLogger("titen.requests")
-GATHER_SECONDS = 0.05
-"""How long the log's writer lets lines gather once it has written all it found queued."""
-_ENCODE = json.JSONEncoder(default=str).encode
-"""One encoder for every JSON line (`json.dumps` with an option builds a new one per call)."""
+GATHER_SECONDS = 0.05  # how long the writer lets lines gather once the queue is dry
+_ENCODE = json.JSONEncoder(default=str).encode  # `json.dumps` with an option makes one a call
 
 
 def default_format() -> str:
-    """Text for a person at a terminal, JSON for everything else (a file, a pipe, a collector)."""
+    """Text for a person at a terminal, JSON for everything else."""
     return "text" if sys.stderr.isatty() else "json"
 
 
 def configure(format: str) -> None:
-    """Send every log record to stderr in `format` ("json" or "text"), at INFO and above,
-    through a writer thread (`QueuedLines`)."""
-    # No line shows the thread or the multiprocessing name: not collecting them spares every
-    # record two lookups (the logging documentation's "Optimization").
+    """Every record to stderr in `format`, at INFO and above, through `QueuedLines`."""
+    # No line shows them: not collecting them spares every record two lookups.
     logging.logThreads = False
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
@@ -61,10 +51,9 @@ def configure(format: str) -> None:
 
 
 class QueuedLines(QueueHandler):
-    """The stdlib's QueueHandler, with a QueueListener writing to `target`, made and ended with
-    it. A record is queued as it is: the listener's thread formats it (the standard `prepare`
-    formats on the logging thread, most of a line's cost). A forked child gets a queue and a
-    listener of its own: the parent's thread does not exist there."""
+    """The stdlib's QueueHandler with its QueueListener writing to `target`. A record is queued
+    unformatted (formatting is most of a line's cost, here off the request thread); a forked
+    child gets a queue and listener of its own."""
 
     def __init__(self, target: logging.Handler):
         super().__init__(queue.SimpleQueue())
@@ -76,16 +65,14 @@ class QueuedLines(QueueHandler):
         return record
 
     def close(self) -> None:
-        """Write what is queued, then stop the listener (idempotent)."""
         listener, self.listener = self.listener, None
         if listener is not None:
             listener.stop()
         super().close()
 
     def _listen(self) -> QueueListener:
-        """A new queue and a listener on it, whose thread takes no signal: the supervisor of
-        `titen serve --workers` waits for its signals with them blocked (`sigtimedwait`), and
-        the kernel hands a signal to any thread that does not block it."""
+        """A listener whose thread takes no signal: the supervisor waits for its signals blocked
+        (`sigtimedwait`), and the kernel hands one to any thread that does not block it."""
         lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
         self.queue = lines
         listener = _GatheringListener(lines, self.target)
@@ -102,10 +89,8 @@ class QueuedLines(QueueHandler):
 
 
 class _GatheringListener(QueueListener):
-    """The stdlib's listener, which lets lines gather for GATHER_SECONDS once the queue is dry
-    before it waits on it again: under load it wakes a few times a second, not once per request
-    (each wake-up takes the interpreter lock from the request threads), and a lone line is
-    still written at once."""
+    """Lets lines gather for GATHER_SECONDS once the queue is dry: under load it wakes a few
+    times a second, not once per request (each wake takes the GIL from request threads)."""
 
     def __init__(self, lines: queue.SimpleQueue[logging.LogRecord], target: logging.Handler):
         super().__init__(lines, target)
@@ -120,8 +105,7 @@ class _GatheringListener(QueueListener):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, the process (which worker, with
-    `titen serve --workers`), the record's fields, traceback."""
+    """One JSON object per line: time, level, logger, message, pid, fields, traceback."""
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -138,9 +122,8 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """`time LEVEL logger message key=value…`, then any traceback. What a client sent reaches
-    the message and fields, so a control or line-separating character is escaped (`\\xNN`,
-    `\\uNNNN`) and a value that could pass for more pairs is quoted: one record, one line."""
+    """`time LEVEL logger message key=value…`; what a client sent is escaped (`\\xNN`) or quoted
+    so that it cannot pass for more pairs or lines."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -152,8 +135,7 @@ class TextFormatter(logging.Formatter):
 
 
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\\\\]")
-"""Characters a text line cannot show as they are: controls (C0, DEL, C1 with NEL), the Unicode
-line and paragraph separators, and the backslash that starts an escape."""
+"""Controls (C0, DEL, C1), the Unicode line and paragraph separators, and the backslash."""
 LOOSE = re.compile(r'[\s="]')
 
 
@@ -176,19 +158,15 @@ def _field(value: object) -> str:
 
 
 def quoted_path(path: str) -> str:
-    """A request line's path in double quotes, a quote in it written `%22` as in a URL: in the
-    text line `GET "/x status=200 organization=acme" 200` nothing the path holds reads as a
-    field of the line."""
+    """A path in double quotes, a quote in it written `%22`: nothing in it reads as a field."""
     return '"' + path.replace('"', "%22") + '"'
 
 
 def request_id(req: falcon.Request) -> str | None:
-    """The id of the request being served (None before RequestLog saw it)."""
     return getattr(req.context, "request_id", None)
 
 
 def route(req: falcon.Request) -> str:
-    """The template of the route that served the request: bounded, and names no id."""
     return req.uri_template or UNMATCHED
 
 
@@ -211,8 +189,7 @@ class RequestLog:
         level = _level(status)
         if not log.isEnabledFor(level):
             return
-        # The record is made here, not by `log.log`, which would walk the stack for a caller's
-        # file and line that no line shows.
+        # Made here: `log.log` would walk the stack for a file and line no line shows.
         record = log.makeRecord(
             log.name,
             level,
@@ -238,14 +215,12 @@ class RequestLog:
 
 
 def new_request_id() -> str:
-    """128 random bits in hex from `random` (reseeded in every forked worker), not the kernel:
-    `os.urandom` releases the interpreter lock, a hand-off per request at 16 connections, and
-    an id needs to be unique, not secret."""
+    """128 bits from `random` (reseeded in each fork): `os.urandom` releases the GIL, a hand-off
+    per request, and an id needs to be unique, not secret."""
     return f"{random.getrandbits(128):032x}"
 
 
 def _level(status: int) -> int:
-    """A 500 is a defect; another 5xx (unavailable, overloaded) a condition; the rest normal."""
     if status == 500:
         return logging.ERROR
     return logging.WARNING if status > 500 else logging.INFO

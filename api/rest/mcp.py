@@ -1,14 +1,9 @@
 """`/mcp`: the agent's two MCP tools (titen.api.mcp_tools) over Streamable HTTP, per request key.
 
-The protocol is the MCP SDK's (`StreamableHTTPSessionManager`), run on a loop thread of each
-worker (api/rest/asgi.py); around it everything is Falcon's, as for every route: request id,
-log, metrics, body limit, and the key on every request, so a tool call acts as that key's
-principal. Every refusal is a JSON-RPC error in REST's words (api/rest/jsonrpc.py).
-
-The server keeps no session state: the SDK runs stateless, and titen issues the
-`Mcp-Session-Id` bound to the key (domain/mcp_sessions.py), so any worker of any node serves any
-request; a session named with another key is 404. Nothing is streamed from server to client:
-GET and DELETE answer 405, as the transport allows, so no request holds a thread past its answer.
+The MCP SDK's transport runs stateless on a loop thread (api/rest/asgi.py), inside Falcon's
+middleware like every route; refusals are JSON-RPC errors in REST's words (jsonrpc.py). Titen
+issues `Mcp-Session-Id` bound to the key (domain/mcp_sessions.py), so any worker of any node
+serves any request. Nothing is streamed: GET and DELETE answer 405, so no thread is held.
 """
 
 from __future__ import annotations
@@ -37,8 +32,7 @@ if TYPE_CHECKING:
 
 PATH = jsonrpc.PATH
 SESSION_HEADER = jsonrpc.SESSION_HEADER
-CALLER = "titen.caller"
-"""The environ's and the ASGI scope's entry naming the principal of the request's key."""
+CALLER = "titen.caller"  # the environ's and ASGI scope's entry: the key's principal
 NO_SESSION = "No MCP session with this id for this key: initialize a new one."
 FOREIGN_ORIGIN = (
     "Pages may call /mcp only from this server's own origin or one named by --cors-origin."
@@ -87,9 +81,7 @@ JSON_RPC_ERROR = {
     "required": ["jsonrpc", "id", "error"],
     "additionalProperties": False,
 }
-PROTOCOL_ERRORS = (400, 404, 406)
-"""What the SDK answers with a JSON-RPC error of its own: a message that names no known method
-or protocol version, and an Accept header without application/json."""
+PROTOCOL_ERRORS = (400, 404, 406)  # the SDK's own JSON-RPC errors
 
 
 class Mcp:
@@ -123,9 +115,8 @@ class Mcp:
         origins: Iterable[str] = (),
     ):
         self.sessions = sessions
-        self.origins = frozenset(origins)
-        """Web origins besides the server's own whose pages may call (`--cors-origin`)."""
-        # The SDK logs each stateless request's transport ending at INFO: the request log has it.
+        self.origins = frozenset(origins)  # besides the server's own (`--cors-origin`)
+        # The SDK logs each stateless request's end at INFO: the request log has it.
         logging.getLogger("mcp.server").setLevel(logging.WARNING)
         self.bridge = AsgiBridge(lambda: _sdk_app(leases, handoffs), carry=(CALLER,))
 
@@ -155,8 +146,7 @@ class Mcp:
             resp.set_header(SESSION_HEADER, self.sessions.issue(key_hash))
 
     def _check_origin(self, req: falcon.Request) -> None:
-        """403 for a page of another origin (the transport's guard against DNS rebinding); a
-        request without `Origin` is no browser's page and is served."""
+        """403 for a page of another origin (against DNS rebinding); no `Origin`: no page."""
         origin = req.get_header("Origin")
         if origin is None:
             return
@@ -170,8 +160,8 @@ class Mcp:
 
 
 def _own_origins(host: str) -> set[str]:
-    """The server's own origin as a page would name it, by the Host it was reached at: over
-    http or, behind a proxy that ends TLS, https."""
+    """The server's own origin by the Host it was reached at, over http or (behind a proxy
+    ending TLS) https."""
     own = set()
     for scheme in ("http", "https"):
         with suppress(ValueError):  # a Host no origin can name
@@ -180,8 +170,7 @@ def _own_origins(host: str) -> set[str]:
 
 
 def _message(raw: bytes) -> dict[str, Any]:
-    """The body as one JSON-RPC message, refused in titen's words (a JSON-RPC error) before the
-    SDK, whose own refusals would be its model library's text."""
+    """The body as one JSON-RPC message, refused in titen's words before the SDK's."""
     try:
         message = parse_json(raw, "The request body")
     except Refusal as refused:
@@ -193,9 +182,8 @@ def _message(raw: bytes) -> dict[str, Any]:
 
 
 def _sdk_app(leases: LeaseService, handoffs: HandoffService) -> Starlette:
-    """The SDK's app, imported when the first `/mcp` request comes: the SDK (with pydantic and
-    its protocol types) is about half of what a server process imports, and a server that is
-    never asked for MCP, or a worker that is not, should not start slower for it."""
+    """The SDK's app, imported at the first `/mcp` request: the SDK is about half of what a
+    server process would import."""
     from titen.api.rest.mcp_app import transport
 
     return transport(leases, handoffs, PATH, CALLER)

@@ -1,9 +1,5 @@
-"""The MCP SDK's own app behind `/mcp` (api/rest/mcp.py): its Streamable HTTP transport with
-the two tools (titen.api.mcp_tools) acting as the caller of each HTTP request.
-
-A module of its own so that the SDK is imported only when the first `/mcp` request comes
-(api/rest/mcp.py, `_sdk_app`).
-"""
+"""The MCP SDK's app behind `/mcp`, its tools acting as each HTTP request's caller: a module of
+its own so that the SDK is imported only at the first `/mcp` request (mcp.py, `_sdk_app`)."""
 
 from __future__ import annotations
 
@@ -27,9 +23,7 @@ log = logging.getLogger("titen.api")
 
 
 def transport(leases: LeaseService, handoffs: HandoffService, path: str, caller: str) -> Starlette:
-    """The SDK's own app for its transport at `path` (its session manager under a Starlette
-    route), with the tools acting as the principal each request's scope holds under `caller`;
-    built in the process that serves, when the first request comes."""
+    """The SDK's transport at `path`, the tools acting as the scope's `caller`."""
 
     def agent(ctx: Context) -> ServiceAgent:
         return ServiceAgent(leases, handoffs, caller_of(ctx, caller))
@@ -45,7 +39,6 @@ def transport(leases: LeaseService, handoffs: HandoffService, path: str, caller:
 
 
 def caller_of(ctx: Context, caller: str) -> Principal:
-    """The principal of the key of the HTTP request that carried the call."""
     request = ctx.request_context.request
     if request is None:  # the SDK hands every HTTP request's own to the call
         raise RuntimeError("an MCP tool over HTTP was called without its HTTP request")
@@ -53,8 +46,6 @@ def caller_of(ctx: Context, caller: str) -> Principal:
 
 
 class ServiceAgent:
-    """The tools' calls on the services, as `caller`."""
-
     def __init__(self, leases: LeaseService, handoffs: HandoffService, caller: Principal):
         self.leases = leases
         self.handoffs = handoffs
@@ -90,8 +81,7 @@ class ServiceAgent:
 
 @contextmanager
 def _as_tool_error() -> Iterator[None]:
-    """A refusal or an outage: a tool error in REST's words. Anything else is logged and told
-    as REST tells a 500, never in its own words."""
+    """A refusal or an outage: a tool error in REST's words; anything else a logged 500."""
     try:
         yield
     except Exception as exc:

@@ -1,12 +1,8 @@
-"""The methods every route answers alike: HEAD wherever GET is, and OPTIONS everywhere, with
-the same `Allow` header as the route's 405.
+"""HEAD wherever GET is, and OPTIONS everywhere with the `Allow` of the route's 405.
 
-Falcon maps only the responders a resource defines, so HEAD was a 405 on every GET route (and
-HEAD-based health checks failed); and its default OPTIONS leaves OPTIONS out of `Allow` while
-its 405 puts it in. A router that completes each resource's method map keeps the rule in one
-place, for every route added later too. HEAD runs the GET responder and Falcon drops the body
-(keeping `Content-Length`); a responder that would hold something open for the body (the event
-stream) checks `is_head` first.
+Falcon maps only the responders a resource defines, and its OPTIONS leaves OPTIONS out of
+`Allow`. HEAD runs the GET responder and Falcon drops the body (keeping `Content-Length`); a
+responder that would hold something open for the body (the event stream) checks `is_head`.
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ falcon.inspect.register_router(Router)(falcon.inspect.inspect_compiled_router)
 
 
 def allow(methods: dict[str, Any]) -> str:
-    """The `Allow` header of a route: as Falcon's 405 writes it (sorted, OPTIONS included)."""
+    """A route's `Allow`, as Falcon's 405 writes it."""
     return ", ".join(sorted({*methods, "OPTIONS"}))
 
 
@@ -48,7 +44,6 @@ def contract_method(req: falcon.Request) -> str:
 
 def _options(allowed: str) -> Callable[..., None]:
     def on_options(req: falcon.Request, resp: falcon.Response, **params: Any) -> None:
-        """The route's methods; served without a key (a CORS preflight carries none)."""
         resp.set_header("Allow", allowed)
         resp.content_length = 0
 

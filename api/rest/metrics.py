@@ -1,12 +1,8 @@
 """What a server shows Prometheus, on a listener of its own (`titen serve --metrics-port`).
 
-Requests are counted by method, route template and status, and timed by method and route, with
-bounded labels that name no organization, principal or id. The event log's position and each
-read model's lag are read from the database at each scrape: the shared truth, not one process's
-view. The listener is apart from the API so that it needs no key and can be bound to an address
-only the scraper reaches. With several workers each writes its series to files in
-PROMETHEUS_MULTIPROC_DIR, they share the metrics socket, and whichever accepts a scrape answers
-the sum over all of them (prometheus-client's MultiProcessCollector).
+Labels are bounded and name no organization, principal or id. The log's position and lags are
+read from the database at each scrape (the shared truth). With several workers each writes its
+series to PROMETHEUS_MULTIPROC_DIR and whichever accepts a scrape answers the sum of all.
 """
 
 from __future__ import annotations
@@ -49,11 +45,8 @@ SUBSCRIBERS = Gauge(
 
 
 class RequestMetrics:
-    """Falcon middleware: counts and times every answered request.
-
-    Each label set's series is looked up once and kept: `labels()` checks and locks on every
-    call, a dict lookup does not, and the label sets are bounded.
-    """
+    """Falcon middleware: counts and times every answered request, each label set's series
+    kept (`labels()` checks and locks on every call; the label sets are bounded)."""
 
     def __init__(self) -> None:
         self._counted: dict[tuple[str, str, int], Any] = {}
@@ -81,8 +74,7 @@ class RequestMetrics:
 
 
 class StoreCollector:
-    """Scrape-time gauges from the database: the log's position, each read model's lag and
-    failure, and what webhooks have still to deliver."""
+    """Scrape-time gauges from the database."""
 
     def __init__(self, readiness: Readiness, consumer_table: ConsumerTable):
         self.readiness = readiness
@@ -90,50 +82,53 @@ class StoreCollector:
 
     def collect(self) -> Iterator[Metric]:
         report = self.readiness.check()
-        up = GaugeMetricFamily(
-            "titen_database_up", "1 when the database answered this scrape, else 0."
-        )
-        up.add_metric([], 1 if report.database == "ok" else 0)
-        yield up
+        up = 1 if report.database == "ok" else 0
+        yield _gauge("titen_database_up", "1 when the database answered this scrape, else 0.", up)
         if report.log_position is None:
             return
-        position = GaugeMetricFamily(
-            "titen_event_log_position", "The newest committed position of the event log."
+        yield _gauge(
+            "titen_event_log_position",
+            "The newest committed position of the event log.",
+            report.log_position,
         )
-        position.add_metric([], report.log_position)
-        yield position
-        lag = GaugeMetricFamily(
+        yield _gauge(
             "titen_projection_lag_events",
             "Log positions committed but not yet applied to a read model.",
-            labels=["projection"],
-        )
-        for name, state in report.projections.items():
-            lag.add_metric([name], state.lag)
-        yield lag
-        failed = GaugeMetricFamily(
-            "titen_projection_failed",
-            "1 while a read model has a recorded failure on an event (see /readyz), else 0.",
-            labels=["projection"],
+            {name: state.lag for name, state in report.projections.items()},
+            "projection",
         )
         broken = {failure.projection for failure in report.failures}
-        for name in report.projections:
-            failed.add_metric([name], 1 if name in broken else 0)
-        yield failed
-        backlog = GaugeMetricFamily(
+        yield _gauge(
+            "titen_projection_failed",
+            "1 while a read model has a recorded failure on an event (see /readyz), else 0.",
+            {name: 1 if name in broken else 0 for name in report.projections},
+            "projection",
+        )
+        yield _gauge(
             "titen_webhook_backlog_events",
             "Published events after the positions of all webhook subscriptions, summed (events "
             "their filters will skip included).",
+            sum(self.consumer_table.backlog(WEBHOOK).values()),
         )
-        backlog.add_metric([], sum(self.consumer_table.backlog(WEBHOOK).values()))
-        yield backlog
-        relay_lag = GaugeMetricFamily(
+        relays = self.consumer_table.backlog(RELAY).items()
+        yield _gauge(
             "titen_relay_lag_events",
             "Published events not yet relayed, by relay name (`titen relay nats --name`).",
-            labels=["name"],
+            {relay_name(consumer): waiting for consumer, waiting in relays},
+            "name",
         )
-        for consumer, waiting in self.consumer_table.backlog(RELAY).items():
-            relay_lag.add_metric([relay_name(consumer)], waiting)
-        yield relay_lag
+
+
+def _gauge(
+    name: str, documentation: str, values: float | dict[str, float], label: str = ""
+) -> GaugeMetricFamily:
+    """A gauge of one value, or of one value per `label` value."""
+    if not isinstance(values, dict):
+        return GaugeMetricFamily(name, documentation, value=values)
+    gauge = GaugeMetricFamily(name, documentation, labels=[label])
+    for labelled, value in values.items():
+        gauge.add_metric([labelled], value)
+    return gauge
 
 
 class _MetricsServer(ThreadingWSGIServer):
@@ -146,8 +141,6 @@ class _MetricsServer(ThreadingWSGIServer):
         self.server_bind()
 
     def server_bind(self) -> None:
-        """Take the name and port of the listening socket, then the WSGI environ, as the
-        server would after binding one itself."""
         self.server_name, self.server_port = self.socket.getsockname()[:2]
         self.setup_environ()
 
@@ -162,12 +155,8 @@ class _ThisProcess:
 def serve_metrics(
     readiness: Readiness, consumer_table: ConsumerTable, sock: socket.socket
 ) -> Callable[[], None]:
-    """Serve /metrics on the listening `sock` in a thread of its own; returns how to stop it.
-
-    The socket is non-blocking: when workers share it, the ones that lose the race for a
-    connection get nothing to accept and go back to waiting instead of blocking in accept().
-    """
-    sock.setblocking(False)
+    """Serve /metrics on `sock` in a thread; returns how to stop it."""
+    sock.setblocking(False)  # workers that lose the race to accept go back to waiting
     registry = CollectorRegistry(auto_describe=False)
     if multiprocess_dir():
         from prometheus_client.multiprocess import MultiProcessCollector
@@ -190,5 +179,4 @@ def serve_metrics(
 
 
 def multiprocess_dir() -> str | None:
-    """Where the workers of this server write their series, or None in a single process."""
     return os.environ.get(MULTIPROC_ENV)

@@ -1,8 +1,5 @@
-"""The OpenAPI 3.1 document, built from the contracts declared beside each resource.
-
-Pure: it reads `contract` from the resource classes of the route table and knows no service, so
-`titen openapi` prints the same document the server serves without opening a database.
-"""
+"""The OpenAPI 3.1 document, built from the contracts declared beside each resource: pure, so
+`titen openapi` prints the document the server serves without opening a database."""
 
 from __future__ import annotations
 
@@ -37,8 +34,7 @@ WWW_AUTHENTICATE = {
     "description": "`Bearer`: the scheme a key is sent with.",
     "schema": {"type": "string", "enum": ["Bearer"]},
 }
-LICENSE = {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"}
-"""The project grants no license (all rights reserved): an SPDX reference of its own."""
+LICENSE = {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"}  # all rights reserved
 SERVERS = [{"url": "/", "description": "The server that serves this document."}]
 RATE_LIMIT = {
     "RateLimit-Policy": {
@@ -194,27 +190,20 @@ def _responses(operation: Operation) -> dict[str, Any]:
             responses[str(status)]["headers"] = {"WWW-Authenticate": WWW_AUTHENTICATE}
         if CODES[429] in codes:
             responses[str(status)]["headers"].update(RATE_LIMIT)
-    for status in operation.protocol_errors:
-        _add_protocol_error(responses, status, operation.error_schema)
+    protocol = "The protocol's own error (JSON-RPC)."
+    for status in operation.protocol_errors:  # in the operation's error shape
+        if str(status) in responses:
+            responses[str(status)]["description"] += f" Or: {protocol}"
+        else:
+            responses[str(status)] = {
+                "description": f"{REASONS[status]} {protocol}",
+                "content": {JSON: {"schema": ref(operation.error_schema)}},
+            }
     return responses
 
 
-def _add_protocol_error(responses: dict[str, Any], status: int, shape: str) -> None:
-    """A status the protocol also answers itself, in the operation's error shape."""
-    protocol = "The protocol's own error (JSON-RPC)."
-    known = responses.get(str(status))
-    if known is None:
-        content = {JSON: {"schema": ref(shape)}}
-        responses[str(status)] = {
-            "description": f"{REASONS[status]} {protocol}",
-            "content": content,
-        }
-    else:
-        known["description"] += f" Or: {protocol}"
-
-
 def _codes() -> dict[str, Any]:
-    """Every error code, in the order of their statuses: one list, where the codes are."""
+    """Every error code, in the order of their statuses."""
     return {
         "type": "string",
         "description": "What went wrong, for a program to act on; `message` says it in words.",

@@ -1,17 +1,15 @@
 """Query-string paging for list routes: `limit`, an opaque `cursor`, and named filters.
 
-A cursor wraps the log position of the last item a page returned; the next page resumes after
-it. It is sealed with the store's key (domain/cursors.py), which `StoreCursors` hands each
-request, and checked strictly so that a mangled or made-up cursor is a 400, never a silently
-different page.
+A cursor wraps the position of the last item a page returned, sealed with the store's key
+(domain/cursors.py): a mangled or made-up cursor is a 400, never a silently different page.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import falcon
 
@@ -20,6 +18,7 @@ from titen.api.schemas import SINGLE_LINE
 from titen.api.validation import cut
 from titen.domain.cursors import Cursors
 
+T = TypeVar("T")
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}
@@ -27,19 +26,17 @@ PAGE_QUERY: dict[str, dict[str, Any]] = {
     "limit": LIMIT,
     "cursor": {"type": "string", "description": "The previous page's next_cursor."},
 }
-"""The paging query parameters as the OpenAPI document shows them."""
 
 
 @dataclass(frozen=True)
 class Page:
     limit: int
-    after: int
-    """Resume after this log position (0: from the start)."""
+    after: int  # resume after this position (0: from the start)
     filters: dict[str, str]
 
 
 class StoreCursors:
-    """Middleware: gives each request the store's cursors, to read and make cursors with."""
+    """Middleware: gives each request the store's cursors."""
 
     def __init__(self, cursors: Cursors):
         self.cursors = cursors
@@ -49,9 +46,8 @@ class StoreCursors:
 
 
 def read_page(req: falcon.Request, filters: dict[str, int], *, of_log: bool = True) -> Page:
-    """Parse the query string; `filters` maps each allowed filter name to its maximum length.
-
-    `of_log`: the cursor stands for a log position (see `Cursors.open`)."""
+    """Parse the query string; `filters` maps each allowed filter to its maximum length
+    (`of_log`: the cursor stands for a log position, see `Cursors.open`)."""
     params = req.params
     reject_unknown(params, {"limit", "cursor", *filters})
     cursor = single(params, "cursor")
@@ -74,7 +70,6 @@ def reject_unknown(params: Mapping[str, str | list[str]], allowed: set[str]) -> 
 
 
 def read_limit(params: Mapping[str, str | list[str]]) -> int:
-    """`limit`: how many items a page holds, DEFAULT_LIMIT when absent."""
     text = single(params, "limit")
     if text is None:
         return DEFAULT_LIMIT
@@ -94,9 +89,21 @@ def decode_cursor(
 
 
 def encode_cursor(req: falcon.Request, position: int, *, of_log: bool = True) -> str:
-    """The cursor to resume after `position`, sealed with the store's key (`of_log`: as a log
-    position, else as another counter's: see `Cursors.seal`)."""
     return req.context.cursors.seal(position, of_log=of_log)
+
+
+def next_page(
+    req: falcon.Request,
+    found: list[T],
+    limit: int,
+    position: Callable[[T], int],
+    *,
+    of_log: bool = True,
+) -> tuple[list[T], str | None]:
+    """The page of `found` (read with `limit + 1`) and the cursor after it, None at the end."""
+    shown = found[:limit]
+    more = len(found) > limit
+    return shown, encode_cursor(req, position(shown[-1]), of_log=of_log) if more else None
 
 
 ASCII_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")

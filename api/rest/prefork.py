@@ -1,12 +1,9 @@
 """`titen serve --workers N`: N forked server processes on one port, sharing one database.
 
-The parent takes the port (bound with SO_REUSEPORT, never listening: a port in use is refused
-before anything starts, and --port 0 picks one for all), opens the store once (schema,
-migrations, catch-up), then forks the workers. Each worker listens on a socket of its own on
-that port, and the kernel shares new connections out between them; the metrics socket, rarely
-used, is one they all accept from. The parent only supervises, its signals blocked and taken
-synchronously (`sigtimedwait`), so none arrives between a fork and its bookkeeping; each worker
-watches a pipe the parent holds open, and stops when it reads its end: the parent has died.
+The parent binds the port (SO_REUSEPORT, never listening), opens the store once, then forks;
+each worker listens on the port itself and the kernel shares connections between them. The
+parent takes its signals synchronously (`sigtimedwait`), so none arrives between a fork and its
+bookkeeping; a worker stops when the pipe the parent holds open ends (the parent has died).
 """
 
 from __future__ import annotations
@@ -29,10 +26,8 @@ from titen.api.rest.signals import stop_on_signals
 log = logging.getLogger("titen.server")
 
 SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
-POLL_SECONDS = 1.0
-"""How often the parent looks for exited workers even without a SIGCHLD (a safety net)."""
-STOP_SECONDS = 20.0
-"""How long stopping workers may take (waitress gives its busy threads 5 s) before a SIGKILL."""
+POLL_SECONDS = 1.0  # a look for exited workers even without a SIGCHLD
+STOP_SECONDS = 20.0  # for stopping workers, before a SIGKILL (waitress gives threads 5 s)
 DEATHS_ALLOWED = 5
 DEATH_WINDOW_SECONDS = 60.0
 
@@ -51,7 +46,6 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         taken, metrics_sock = listeners(settings, reuse_port=True)
         opened = bootstrap(url, pool_size=2)  # schema, migrations and catch-up: once, here
         opened.close()
-        # Made before the fork: what the workers share (service/sharing.py).
         sharing = for_workers(opened.database.kind, folder)
         port = taken.getsockname()[1]
         budget = org_budget(settings, folder)  # each organization's requests, counted by all
@@ -76,8 +70,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
 
 
 class Supervisor:
-    """Keeps `count` forked processes running `work()` until told to stop; `on_exit(pid)` is
-    told of each that exits."""
+    """Keeps `count` forked processes running `work()`; `on_exit(pid)` is told of each exit."""
 
     def __init__(self, count: int, work: Callable[[], None], on_exit: Callable[[int], None]):
         self.count = count
@@ -85,8 +78,7 @@ class Supervisor:
         self.on_exit = on_exit
         self.workers: set[int] = set()
         self.deaths: deque[float] = deque()
-        self.lifeline = os.pipe()
-        """Read by the workers, never written: its end (EOF) tells them the parent is gone."""
+        self.lifeline = os.pipe()  # never written: its end tells workers the parent is gone
 
     def run(self) -> int:
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
@@ -123,8 +115,7 @@ class Supervisor:
         log.info("worker %d started", pid)
 
     def _be_worker(self) -> None:
-        """The forked process: run the work, then exit without returning into the parent's
-        code (its `finally` blocks are the parent's to run)."""
+        """Run the work, then exit without returning into the parent's code."""
         status = 1
         try:
             stop_on_signals()
@@ -135,8 +126,6 @@ class Supervisor:
         except KeyboardInterrupt:  # stopped while starting
             status = 0
         except BaseException as exc:
-            # The database failing as the worker opens it is a condition (a warning without a
-            # traceback, as every outage is), and the worker is replaced; anything else a defect.
             from titen.service.outages import log_failure  # loaded by the work already
 
             log_failure(log, f"worker {os.getpid()} failed", exc)
@@ -147,7 +136,6 @@ class Supervisor:
             os._exit(status)
 
     def _reap(self) -> Iterator[tuple[int, int]]:
-        """Each worker that has exited since the last look, with its wait status."""
         while self.workers:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
@@ -195,9 +183,8 @@ def _signal(pid: int, signum: int) -> None:
 
 
 def _stop_with_parent(read_end: int, write_end: int) -> None:
-    """Stop this worker as SIGTERM does once the parent is gone, however it died: the pipe's
-    write end is held by the parent alone, so a read returns its end only then (at once, if it
-    died before this worker got here)."""
+    """SIGTERM this worker once the parent is gone, however it died: only the parent holds the
+    pipe's write end."""
     os.close(write_end)
 
     def watch() -> None:
@@ -210,12 +197,8 @@ def _stop_with_parent(read_end: int, write_end: int) -> None:
 
 @contextmanager
 def _run_folder() -> Iterator[str]:
-    """A fresh, private folder for this run, removed at its end: the workers' metrics
-    (PROMETHEUS_MULTIPROC_DIR, which they inherit) and the files they share.
-
-    prometheus-client decides when it is first imported whether metrics live in memory or in
-    that folder's files, so it must not have been imported yet.
-    """
+    """A private folder for this run's shared files and metrics (PROMETHEUS_MULTIPROC_DIR):
+    prometheus-client decides at its first import whether to use it, so not imported yet."""
     if "prometheus_client" in sys.modules:
         raise RuntimeError("prometheus_client was imported before its multiprocess directory")
     path = tempfile.mkdtemp(prefix="titen-run-")
@@ -228,7 +211,7 @@ def _run_folder() -> Iterator[str]:
 
 
 def _metrics_gone(pid: int) -> None:
-    """A worker exited: its live gauges (open streams) leave the sums; its counters stay."""
+    """Its live gauges (open streams) leave the sums; its counters stay."""
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid)

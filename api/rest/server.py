@@ -1,9 +1,7 @@
-"""`titen serve`: the API under waitress, beside the follower, key watcher and webhook workers
-that the service layer builds (service/background.py).
+"""`titen serve`: the API under waitress, beside the background parts (service/background.py).
 
-Each open event stream or waiting long-poll holds a request thread while it waits, so the pool
-is the request threads plus the subscriber limit: subscribers never take the threads that serve
-leases and handoffs, and past the limit a subscriber is told 503.
+Each stream or waiting long-poll holds a thread, so the pool is the request threads plus the
+subscriber limit: subscribers never take the threads that serve leases and handoffs.
 """
 
 from __future__ import annotations
@@ -27,11 +25,9 @@ log = logging.getLogger("titen.server")
 def listeners(
     settings: ServerSettings, reuse_port: bool = False
 ) -> tuple[socket.socket, socket.socket | None]:
-    """The API's listening socket and the metrics one (None unless --metrics-port), taken
-    before the store is opened, so that a port in use is refused (CannotListen) before anything
-    starts and before the log says the server is serving. With `reuse_port` the API's is only
-    bound, holding the port for workers that each listen on it (api/rest/prefork.py), once a
-    plain bind has shown that nobody holds it (SO_REUSEPORT alone would join another server)."""
+    """The API's listening socket and the metrics one, taken before anything starts. With
+    `reuse_port` the API's is only bound, for workers that each listen on it, once a plain bind
+    has shown nobody holds it (SO_REUSEPORT alone would join another server)."""
     if reuse_port:
         with listen(settings.host, settings.port, backlog=None) as free:
             port = free.getsockname()[1]
@@ -56,8 +52,7 @@ def announce(
     sock: socket.socket,
     metrics_sock: socket.socket | None,
 ) -> None:
-    """Log where the server listens (the ports as bound: --port 0 picks one), once per server
-    however many workers it has."""
+    """Log where the server listens (as bound: --port 0 picks one), once per server."""
     if settings.cors_origins:
         log.info("CORS for pages from %s", ", ".join(settings.cors_origins))
     log.info("titen serving on http://%s:%d (database %s)", *sock.getsockname()[:2], what)
@@ -72,10 +67,8 @@ def serve(
     metrics_sock: socket.socket | None = None,
     budget: OrgBudget | None = None,
 ) -> None:
-    """Serve on the listening `sock` (and /metrics on `metrics_sock`) until KeyboardInterrupt
-    (Ctrl-C, or SIGTERM: api/rest/signals.py), then stop in order: no new connections, then
-    the threads; the caller closes the store. Requests count against the node's `budget`,
-    which a parent of several workers made before forking them."""
+    """Serve until KeyboardInterrupt (Ctrl-C, SIGTERM), then stop in order: no new connections,
+    then the threads. `budget`: the node's, when a parent of several workers made it."""
     threads = settings.threads + settings.max_subscribers
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
@@ -93,7 +86,6 @@ def serve(
 
 
 def _metrics(services: Services, metrics_sock: socket.socket | None) -> Callable[[], None]:
-    """Serve /metrics if asked to; returns how to stop it."""
     if metrics_sock is None:
         return lambda: None
     return serve_metrics(services.readiness, services.consumer_table, metrics_sock)

@@ -1,10 +1,6 @@
-"""How a server is told to stop: SIGTERM as Ctrl-C, once.
-
-SIGTERM raises KeyboardInterrupt in the main thread as Ctrl-C does, which ends waitress's loop
-(or start-up) and lets the server stop in order and exit 0; further signals are then ignored so
-they cannot cut the cleanup short. The interrupt can be lost (raised while the main thread runs
-a finalizer, it is printed and dropped), so the request is also remembered (`stop_requested`)
-and the serving loop, which looks at least once a second, raises it again.
+"""How a server is told to stop: SIGTERM as Ctrl-C, once (further signals are ignored, so they
+cannot cut the cleanup short). KeyboardInterrupt raised in a finalizer is printed and dropped,
+so the request is also remembered (`stop_requested`) for the serving loop to raise again.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ def stop_on_signals() -> None:
 
 
 def stop_requested() -> bool:
-    """Whether SIGTERM or Ctrl-C has asked this process to stop."""
     return _requested
 
 

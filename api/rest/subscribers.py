@@ -1,13 +1,9 @@
-"""The slots of open event streams and waiting long-polls: a limit per server process, and
-quotas per organization and per principal so that no one can take every slot.
+"""The slots of open event streams and waiting long-polls, each holding a thread: a limit per
+server process, and quotas per organization and per principal.
 
-Each waiting stream or long-poll holds a thread, so their number is bounded by
-`--max-subscribers`, with at most `--max-subscribers-per-org` per organization and
-`--max-subscribers-per-principal` per principal. Past a quota: 429 `TOO_MANY_SUBSCRIBERS` (close
-one of yours); past the limit: 503 `UNAVAILABLE`; both with Retry-After. Quotas are checked
-first, so a noisy organization is told it is the one over. A slot is freed within a second of
-its client closing the connection (`client_gone`, api/rest/connections.py). Each worker process
-of `titen serve --workers N` has its own limit and quotas.
+Past a quota: 429 `TOO_MANY_SUBSCRIBERS`; past the limit: 503; quotas are checked first, so a
+noisy organization is told it is the one over. A slot is freed when its client closes the
+connection (`client_gone`). Each worker process has its own limit and quotas.
 """
 
 from __future__ import annotations
@@ -36,8 +32,7 @@ class Limits:
 
 
 class Subscribers:
-    """The streams and waiting long-polls one process serves at once, their heartbeat, and
-    what ends them: a revoked key, a client gone."""
+    """One process's streams and waiting long-polls, their heartbeat, and what ends them."""
 
     def __init__(
         self,
@@ -56,7 +51,6 @@ class Subscribers:
         self._by_principal: Counter[tuple[str, str]] = Counter()
 
     def admit(self, principal: Principal) -> None:
-        """Take a slot for this principal, or refuse (429 over a quota, 503 when full)."""
         org, name = principal.organization, principal.name
         with self._lock:
             self._check(org, name)
@@ -80,8 +74,7 @@ class Subscribers:
                 del self._by_principal[org, name]
 
     def client_gone(self, req: falcon.Request) -> Callable[[], bool]:
-        """Whether the request's client has closed its connection; waiters are woken when it
-        does, so they notice at once."""
+        """Whether the client has closed its connection (waiters are woken when it does)."""
         watch = req.env.get(WATCH_CLIENT)
         if watch is None:
             return lambda: False

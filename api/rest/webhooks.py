@@ -1,18 +1,12 @@
 """The webhook routes: subscriptions to the organization's event log, pushed as signed POSTs.
 
-POST   /v1/webhooks                              subscribe (the secret is answered this once)
-GET    /v1/webhooks                              the caller's subscriptions (an operator's: the
-                                                 organization's), oldest first, paged
-GET    /v1/webhooks/{webhook_id}                 one subscription (no secret)
-DELETE /v1/webhooks/{webhook_id}                 unsubscribe
-POST   /v1/webhooks/{webhook_id}/rotate-secret   a new secret, answered once; the old one stops
-POST   /v1/webhooks/{webhook_id}/enable          resume a failing subscription
-GET    /v1/webhooks/{webhook_id}/deliveries      its delivery attempts, newest first, paged
+A subscription's secret is answered once, by create and rotate-secret, and never stored with
+the answer an Idempotency-Key replays.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import falcon
@@ -32,15 +26,7 @@ from titen.api.rest.contract import (
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.paging import (
-    PAGE_QUERY,
-    decode_cursor,
-    encode_cursor,
-    read_limit,
-    read_page,
-    reject_unknown,
-    single,
-)
+from titen.api.rest.paging import PAGE_QUERY, next_page, read_page
 from titen.api.validation import validator
 from titen.domain.events import PUBLISHED
 from titen.service.consumers import ACTIVE, FAILING
@@ -57,10 +43,7 @@ WEBHOOK_FIELDS = {
     "created_at": INSTANT,
 }
 WEBHOOK = obj(WEBHOOK_FIELDS)
-"""A subscription as every route shows it: never with its secret..."""
 WITH_SECRET = obj({**WEBHOOK_FIELDS, "secret": STRING}, optional=("secret",))
-"""...except in the answers to create and rotate-secret, once: a replay of one (the same
-Idempotency-Key) answers without it, since secrets are not stored with answers."""
 ATTEMPT = obj(
     {
         "event_id": STRING,
@@ -74,6 +57,7 @@ ATTEMPT = obj(
 )
 
 
+@dataclass
 class WebhookList:
     contract = operations(
         post=Operation(
@@ -93,10 +77,9 @@ class WebhookList:
         ),
     )
 
-    def __init__(self, webhooks: Webhooks, targets: Targets, idempotency: Idempotency):
-        self.webhooks = webhooks
-        self.targets = targets
-        self.idempotency = idempotency
+    webhooks: Webhooks
+    targets: Targets
+    idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.idempotency.post(
@@ -119,16 +102,13 @@ class WebhookList:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         page = read_page(req, filters={}, of_log=False)
         found = self.webhooks.listing(principal_of(req), after=page.after, limit=page.limit + 1)
-        shown = found[: page.limit]
-        more = len(found) > page.limit
+        shown, cursor = next_page(req, found, page.limit, lambda hook: hook.seq, of_log=False)
         resp.media = {
-            "data": {
-                "webhooks": [webhook.public() for webhook in shown],
-                "next_cursor": encode_cursor(req, shown[-1].seq, of_log=False) if more else None,
-            }
+            "data": {"webhooks": [hook.public() for hook in shown], "next_cursor": cursor}
         }
 
 
+@dataclass
 class WebhookItem:
     contract = operations(
         get=Operation(
@@ -145,8 +125,7 @@ class WebhookItem:
         ),
     )
 
-    def __init__(self, webhooks: Webhooks):
-        self.webhooks = webhooks
+    webhooks: Webhooks
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         resp.media = {"data": self.webhooks.get(principal_of(req), webhook_id).public()}
@@ -156,6 +135,7 @@ class WebhookItem:
         resp.media = {"data": {"webhook_id": webhook_id, "deleted_at": deleted_at}}
 
 
+@dataclass
 class WebhookSecret:
     contract = operations(
         post=Operation(
@@ -167,9 +147,8 @@ class WebhookSecret:
         )
     )
 
-    def __init__(self, webhooks: Webhooks, idempotency: Idempotency):
-        self.webhooks = webhooks
-        self.idempotency = idempotency
+    webhooks: Webhooks
+    idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         self.idempotency.post(
@@ -183,6 +162,7 @@ class WebhookSecret:
         )
 
 
+@dataclass
 class WebhookEnable:
     contract = operations(
         post=Operation(
@@ -194,9 +174,8 @@ class WebhookEnable:
         )
     )
 
-    def __init__(self, webhooks: Webhooks, idempotency: Idempotency):
-        self.webhooks = webhooks
-        self.idempotency = idempotency
+    webhooks: Webhooks
+    idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         self.idempotency.post(
@@ -215,6 +194,7 @@ def with_secret(created: tuple[Webhook, str]) -> dict[str, Any]:
     return {"data": {**webhook.public(), "secret": secret}}
 
 
+@dataclass
 class WebhookDeliveries:
     contract = operations(
         get=Operation(
@@ -226,30 +206,22 @@ class WebhookDeliveries:
         )
     )
 
-    def __init__(self, webhooks: Webhooks):
-        self.webhooks = webhooks
+    webhooks: Webhooks
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         """Newest first; `next_cursor` continues with older attempts."""
-        reject_unknown(req.params, {"limit", "cursor"})
-        limit = read_limit(req.params)
-        cursor = single(req.params, "cursor")
-        before = None if cursor is None else decode_cursor(req, cursor, of_log=False)
+        page = read_page(req, filters={}, of_log=False)
+        before = page.after or None
         found = self.webhooks.attempts(
-            principal_of(req), webhook_id, before=before, limit=limit + 1
+            principal_of(req), webhook_id, before=before, limit=page.limit + 1
         )
-        shown = found[:limit]
-        more = len(found) > limit
-        resp.media = {
-            "data": {
-                "deliveries": [asdict(attempt) for _, attempt in shown],
-                "next_cursor": encode_cursor(req, shown[-1][0], of_log=False) if more else None,
-            }
-        }
+        shown, cursor = next_page(req, found, page.limit, lambda row: row[0], of_log=False)
+        deliveries = [asdict(attempt) for _, attempt in shown]
+        resp.media = {"data": {"deliveries": deliveries, "next_cursor": cursor}}
 
 
 def without_secret(created: tuple[Webhook, str]) -> dict[str, Any]:
-    """What is stored to replay that answer: the subscription without its secret, which would
-    otherwise lie in the answers table for a day and be replayed after a rotation or delete."""
+    """What is stored to replay that answer: never the secret (it would lie in the answers
+    table for a day, and be replayed after a rotation or delete)."""
     webhook, _ = created
     return {"data": webhook.public()}

@@ -91,4 +91,4 @@ def test_the_wheel_ships_py_typed_in_every_package(tmp_path):
     assert [p for p in WHEEL_PACKAGES if f"{p}/py.typed" not in names] == []
     assert [p for p in WHEEL_PACKAGES if f"{p}/__init__.py" not in names] == []
     console = {f"titen/api/rest/static/console.{kind}" for kind in ("html", "css", "js")}
-    assert console <= names  # GET /console inlines them (api/rest/console.py)
+    assert console <= names  # GET /console inlines them (api/rest/pages.py)
