@@ -1,9 +1,6 @@
-"""Waitress, the one place its internals are extended: a server for an open port.
-
-Anyone who can reach the port can open connections without a key, so they must be cheap and
-bounded in time. Each override says why where it is made; the loop (`Poller`) asks only the
-connections that may have changed (waitress's `poll2` took 2.5 ms a pass at 2,000 connections).
-"""
+"""Waitress, the one place its internals are extended (docs/architecture.md, "The server
+edge"): anyone who can reach the port can open connections without a key, so they must be cheap
+and bounded in time."""
 
 from __future__ import annotations
 
@@ -17,8 +14,9 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any
 
 from waitress import wasyncore
@@ -27,7 +25,7 @@ from waitress.buffers import ReadOnlyFileBasedBuffer
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
+from waitress.task import ErrorTask, WSGITask
 from waitress.utilities import Error, RequestEntityTooLarge
 
 from titen.api.rest.body import MAX_BODY_BYTES
@@ -150,12 +148,15 @@ class Task(WSGITask):
                 self.channel.tell_loop()
 
     def write(self, data: bytes) -> None:
-        """The head goes out with the body's first bytes: one send, not two."""
-        if self.wrote_header or not data:
+        """The head goes out with the body's first bytes: one send, not two (`Channel.held`)."""
+        channel = self.channel
+        channel.holding = not self.wrote_header and bool(data)
+        try:
             super().write(data)
-            return
-        with self.channel.head_held():
-            super().write(data)
+        finally:
+            channel.holding = False
+            if channel.held:  # no body followed it (a 304)
+                channel.write_soon(b"")
 
     def finish(self) -> None:
         if self.request.command == "HEAD":
@@ -177,7 +178,7 @@ class Channel(HTTPChannel):
     drained = 0
     on_gone: Callable[[], None] | None = None  # while a request watches (`watch`)
     writing = False  # a request's thread is sending its answer itself (`write_soon`)
-    holding = False  # the next `write_soon` is held back (`head_held`)
+    holding = False  # the next `write_soon` is held back (`Task.write`)
     held = b""  # an answer's head, until its body's first bytes are written
 
     def __init__(self, server: Server, sock: socket.socket, addr: Any, adj: Any, map: Any = None):
@@ -195,13 +196,21 @@ class Channel(HTTPChannel):
             self.head_started = time.time()
         return accepted
 
-    def body_overdue(self, now: float, timeout: float) -> bool:
-        request = self.request
-        started = None if request is None else request.body_started
-        return started is not None and now - started > timeout
+    def check_deadlines(self, now: float) -> None:
+        """End a lingering close, close a connection whose head is late, 408 a late body."""
+        settings = self.server.settings
+        body_started = getattr(self.request, "body_started", None)
+        if self.draining_until:
+            if now > self.draining_until:
+                self._close_now()
+        elif self.head_started is not None and not self.requests:
+            if now - self.head_started > settings.request_head_timeout:
+                self.will_close = True
+        elif body_started is not None and now - body_started > settings.request_body_timeout:
+            self._time_out_body(settings.request_body_timeout)
 
-    def time_out_body(self, timeout: float) -> None:
-        """408 the request whose body is overdue, through waitress's error task, and close."""
+    def _time_out_body(self, timeout: float) -> None:
+        """Through waitress's error task, which closes the connection."""
         with self.requests_lock:
             request, self.request = self.request, None
             if request is None:
@@ -211,13 +220,6 @@ class Channel(HTTPChannel):
             self.requests.append(request)
             if len(self.requests) == 1:  # else the request before it starts its task
                 self.server.add_task(self)
-
-    def head_overdue(self, now: float, timeout: float) -> bool:
-        return (
-            self.head_started is not None
-            and not self.requests
-            and now - self.head_started > timeout
-        )
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], bool]:
         """Call `on_gone` (from the loop) when the client closes or the server stops; returns
@@ -282,14 +284,14 @@ class Channel(HTTPChannel):
         return super().readable()
 
     def writable(self) -> bool:
-        if self.draining_until or (self.writing and not self._waited_for()):
-            return False  # a request's thread is sending its answer itself (`write_soon`)
+        """Not while a request's thread sends its answer itself (`write_soon`), unless it waits
+        for the loop: to flush past the high watermark, or to close after a failed send."""
+        if self.draining_until or (
+            self.writing
+            and not (self.will_close or self.total_outbufs_len >= self.adj.outbuf_high_watermark)
+        ):
+            return False
         return super().writable()
-
-    def _waited_for(self) -> bool:
-        """Whether the writing thread waits for the loop: to flush past the high watermark, or
-        to close after a failed send or a cancel."""
-        return bool(self.will_close or self.total_outbufs_len >= self.adj.outbuf_high_watermark)
 
     def write_soon(self, data: bytes | ReadOnlyFileBasedBuffer) -> int:
         """Waitress's, with the loop kept off while the thread writes (it spun, taking the GIL
@@ -306,17 +308,6 @@ class Channel(HTTPChannel):
             self.writing = False
             if self.connected and super().writable():  # as waitress wakes it (`service`)
                 self.tell_loop()  # a watched connection's output, the loop's now
-
-    @contextmanager
-    def head_held(self) -> Iterator[None]:
-        """Hold the next `write_soon` (a head) for the one after it, or the block's end (304)."""
-        self.holding = True
-        try:
-            yield
-        finally:
-            self.holding = False
-            if self.held:
-                self.write_soon(b"")
 
     def handle_read(self) -> None:
         if not self.draining_until:
@@ -348,39 +339,18 @@ class Channel(HTTPChannel):
         self._notice_gone()
 
     def _notice_gone(self) -> None:
-        on_gone = self.on_gone
-        if on_gone is not None and not self.connected:
-            self.on_gone = None
-            on_gone()
-
-
-class Dispatcher(ThreadedTaskDispatcher):
-    """Waitress's request threads, telling `before_shutdown` when they are stopped."""
-
-    before_shutdown: Callable[[], None] = staticmethod(lambda: None)
-
-    def shutdown(self, cancel_pending: bool = True, timeout: int = 5) -> bool:
-        self.before_shutdown()
-        return bool(super().shutdown(cancel_pending, timeout))
+        if not self.connected:
+            self.end_wait()
 
 
 class Server(TcpWSGIServer):
-    """Waitress's TCP server with `Channel` connections; as it stops, streams and long-polls
-    end at once, as if their clients had gone, not after waitress's 5 s."""
+    """Waitress's TCP server with `Channel` connections."""
 
     channel_class = Channel
     stopping = False
 
-    def __init__(
-        self,
-        application: Any,
-        settings: ServerSettings,
-        threads: int,
-        sock: socket.socket,
-    ):
+    def __init__(self, app: Any, settings: ServerSettings, threads: int, sock: socket.socket):
         adjustments = Adjustments(
-            host=settings.host,
-            port=settings.port,
             threads=threads,
             ident="titen",
             connection_limit=settings.connection_limit,
@@ -390,28 +360,27 @@ class Server(TcpWSGIServer):
             max_request_header_size=MAX_HEAD_BYTES,
             max_request_body_size=MAX_BODY_BYTES + 1 + FRAMING_ALLOWANCE,
         )
-        dispatcher = Dispatcher()
-        dispatcher.before_shutdown = self._end_waits
-        dispatcher.set_thread_count(threads)
-        self.request_head_timeout = settings.request_head_timeout
-        self.request_body_timeout = settings.request_body_timeout
+        self.settings = settings
         dispatchers: dict[int, Any] = {}
         self.poller = Poller(dispatchers)
         super().__init__(
-            application,
+            app,
             map=dispatchers,
             _sock=sock,
-            dispatcher=dispatcher,
             adj=adjustments,
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
             bind_socket=False,
         )
 
     def run(self) -> None:
-        """Waitress's loop through `Poller`, stopped as waitress stops it."""
+        """Waitress's loop through `Poller`; as it stops, streams and long-polls end at once, as
+        if their clients had gone, not after waitress's 5 s."""
         try:
             self.poller.loop(self.adj.asyncore_loop_timeout)
         except (SystemExit, KeyboardInterrupt):
+            self.stopping = True
+            for channel in list(self.active_channels.values()):
+                channel.end_wait()
             self.task_dispatcher.shutdown()
         finally:
             self.poller.close()
@@ -423,11 +392,6 @@ class Server(TcpWSGIServer):
             return
         super().pull_trigger()
 
-    def _end_waits(self) -> None:
-        self.stopping = True
-        for channel in list(self.active_channels.values()):
-            channel.end_wait()
-
     def maintenance(self, now: float) -> None:
         """Waitress's idle check, then the deadlines; a lost stop (signals.py) is raised again."""
         if stop_requested():
@@ -435,12 +399,7 @@ class Server(TcpWSGIServer):
         super().maintenance(now)
         self.poller.rescan = True  # any connection may have been told to close
         for channel in list(self.active_channels.values()):
-            if channel.draining_until and now > channel.draining_until:
-                channel._close_now()
-            elif channel.head_overdue(now, self.request_head_timeout):
-                channel.will_close = True
-            elif channel.body_overdue(now, self.request_body_timeout):
-                channel.time_out_body(self.request_body_timeout)
+            channel.check_deadlines(now)
 
 
 class CannotListen(Exception):
@@ -491,14 +450,13 @@ WRITE = select.EPOLLOUT
 HANGUP = select.EPOLLHUP | select.EPOLLERR  # reported whatever is registered
 
 
+@dataclass(slots=True)
 class Registration:
     """A descriptor's entry: its dispatcher, its flags, and what it wanted when last asked."""
 
-    __slots__ = ("dispatcher", "flags", "wanted")
-
-    def __init__(self, dispatcher: Any, flags: int):
-        self.dispatcher = dispatcher
-        self.flags = self.wanted = flags
+    dispatcher: Any
+    flags: int
+    wanted: int
 
 
 class Poller:
@@ -586,17 +544,7 @@ class Poller:
             entry.wanted = wanted
             if not wanted & ~entry.flags and not entry.flags & ~wanted & WRITE:
                 return True  # within the registration (but writability, reported at once)
-            flags = wanted | entry.flags & READ  # reading is narrowed only late (`_narrow`)
-            if not flags:
-                self._unregister(fd)
-                return True
-            try:
-                self.epoll.modify(fd, flags)
-            except OSError:
-                del self.registered[fd]
-                return False
-            entry.flags = flags
-            return True
+            return self._modify(fd, entry, wanted | entry.flags & READ)  # reading: narrowed late
         self._unregister(fd)  # another dispatcher's, on a reused descriptor number
         if not wanted:
             return True
@@ -604,19 +552,25 @@ class Poller:
             self.epoll.register(fd, wanted)
         except OSError:
             return False
-        self.registered[fd] = Registration(dispatcher, wanted)
+        self.registered[fd] = Registration(dispatcher, wanted, wanted)
         return True
 
     def _narrow(self, fd: int, entry: Registration) -> None:
-        if not entry.wanted:
+        """Only now: narrowing as soon as less is wanted cost two calls per request."""
+        self._modify(fd, entry, entry.wanted)
+
+    def _modify(self, fd: int, entry: Registration, flags: int) -> bool:
+        """Whether `fd` is now registered for `flags` (for none, not at all)."""
+        if not flags:
             self._unregister(fd)
-            return
+            return True
         try:
-            self.epoll.modify(fd, entry.wanted)
+            self.epoll.modify(fd, flags)
         except OSError:
             del self.registered[fd]  # closed meanwhile: it is asked again at the next pass
-            return
-        entry.flags = entry.wanted
+            return False
+        entry.flags = flags
+        return True
 
     def _unregister(self, fd: int) -> None:
         if self.registered.pop(fd, None) is None:
