@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
+from contextlib import ExitStack
 
 from titen.api.rest.app import create_app
 from titen.api.rest.budget import org_budget
@@ -73,33 +73,18 @@ def serve(
     files = allow_open_files(settings.connection_limit + threads + 100)
     if files < settings.connection_limit + threads:
         log.warning("only %d open files allowed: fewer connections than --connection-limit", files)
-    budget = budget or org_budget(settings)  # one process's own, unless a parent made one
-    server = Server(create_app(services, settings, budget), settings, threads, sock)
-    try:
-        stop_metrics = _metrics(services, metrics_sock)
-        try:
-            _run(services, settings, server)
-        finally:
-            stop_metrics()
-    finally:
-        server.close()
-
-
-def _metrics(services: Services, metrics_sock: socket.socket | None) -> Callable[[], None]:
-    if metrics_sock is None:
-        return lambda: None
-    return serve_metrics(services.readiness, services.consumer_table, metrics_sock)
-
-
-def _run(services: Services, settings: ServerSettings, server: Server) -> None:
-    background = serving(
-        services,
-        webhook_workers=settings.webhook_workers,
-        retry_seconds=settings.webhook_retry_seconds,
-        allow_private=settings.allow_private_webhooks,
-    )
-    background.start()
-    try:
+    app = create_app(services, settings, budget or org_budget(settings))
+    with ExitStack() as stack:
+        server = Server(app, settings, threads, sock)
+        stack.callback(server.close)
+        if metrics_sock is not None:
+            stack.callback(serve_metrics(services.readiness, services.consumer_table, metrics_sock))
+        background = serving(
+            services,
+            webhook_workers=settings.webhook_workers,
+            retry_seconds=settings.webhook_retry_seconds,
+            allow_private=settings.allow_private_webhooks,
+        )
+        background.start()
+        stack.callback(background.stop)
         server.run()
-    finally:
-        background.stop()
