@@ -7,11 +7,12 @@ series to PROMETHEUS_MULTIPROC_DIR and whichever accepts a scrape answers the su
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import falcon
@@ -45,32 +46,21 @@ SUBSCRIBERS = Gauge(
 
 
 class RequestMetrics:
-    """Falcon middleware: counts and times every answered request, each label set's series
-    kept (`labels()` checks and locks on every call; the label sets are bounded)."""
-
-    def __init__(self) -> None:
-        self._counted: dict[tuple[str, str, int], Any] = {}
-        self._timed: dict[tuple[str, str], Any] = {}
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        req.context.metrics_started = time.perf_counter()
+    """Falcon middleware: counts and times every answered request, from its start in the
+    request log (the first middleware)."""
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
     ) -> None:
-        elapsed = time.perf_counter() - req.context.metrics_started
         method = req.method if req.method in METHODS else "OTHER"
         template = route(req)
-        status = resp.status_code
-        counted = self._counted.get((method, template, status))
-        if counted is None:
-            counted = HTTP_REQUESTS.labels(method, template, str(status))
-            self._counted[method, template, status] = counted
-        counted.inc()
-        timed = self._timed.get((method, template))
-        if timed is None:
-            timed = self._timed[method, template] = HTTP_DURATION.labels(method, template)
-        timed.observe(elapsed)
+        _counted(method, template, resp.status_code).inc()
+        _timed(method, template).observe(time.perf_counter() - req.context.started)
+
+
+# Each label set's series, kept: `labels()` checks and locks on every call (the sets are bounded).
+_counted = functools.cache(HTTP_REQUESTS.labels)
+_timed = functools.cache(HTTP_DURATION.labels)
 
 
 class StoreCollector:
@@ -138,18 +128,8 @@ class _MetricsServer(ThreadingWSGIServer):
         super().__init__(sock.getsockname()[:2], _SilentHandler, bind_and_activate=False)
         self.socket.close()
         self.socket = sock
-        self.server_bind()
-
-    def server_bind(self) -> None:
-        self.server_name, self.server_port = self.socket.getsockname()[:2]
+        self.server_name, self.server_port = sock.getsockname()[:2]
         self.setup_environ()
-
-
-class _ThisProcess:
-    """The default registry (this process's metrics) as one collector of another registry."""
-
-    def collect(self) -> Iterable[Metric]:
-        return REGISTRY.collect()
 
 
 def serve_metrics(
@@ -158,12 +138,12 @@ def serve_metrics(
     """Serve /metrics on `sock` in a thread; returns how to stop it."""
     sock.setblocking(False)  # workers that lose the race to accept go back to waiting
     registry = CollectorRegistry(auto_describe=False)
-    if multiprocess_dir():
+    if os.environ.get(MULTIPROC_ENV):
         from prometheus_client.multiprocess import MultiProcessCollector
 
         MultiProcessCollector(registry)  # registers itself: every worker's series, summed
     else:
-        registry.register(_ThisProcess())
+        registry.register(REGISTRY)  # a registry collects as a collector does
     registry.register(StoreCollector(readiness, consumer_table))
     server = _MetricsServer(sock)
     server.set_app(make_wsgi_app(registry))
@@ -176,7 +156,3 @@ def serve_metrics(
         thread.join(timeout=5)
 
     return stop
-
-
-def multiprocess_dir() -> str | None:
-    return os.environ.get(MULTIPROC_ENV)
