@@ -9,6 +9,7 @@ bookkeeping; a worker stops when the pipe the parent holds open ends (the parent
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import shutil
 import signal
@@ -18,7 +19,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
+from multiprocessing.process import BaseProcess
 
 from titen.api.rest.settings import MULTIPROC_ENV, ServerSettings
 from titen.api.rest.signals import stop_on_signals
@@ -30,6 +32,7 @@ POLL_SECONDS = 1.0  # a look for exited workers even without a SIGCHLD
 STOP_SECONDS = 20.0  # for stopping workers, before a SIGKILL (waitress gives threads 5 s)
 DEATHS_ALLOWED = 5
 DEATH_WINDOW_SECONDS = 60.0
+FORK = multiprocessing.get_context("fork")
 
 
 def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
@@ -66,18 +69,17 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
                 services.close()
 
         announce(f"{opened.database.redacted()}, {workers} workers", settings, taken, metrics_sock)
-        return Supervisor(workers, work, on_exit=_metrics_gone).run()
+        return Supervisor(workers, work).run()
 
 
 class Supervisor:
-    """Keeps `count` forked processes running `work()`; `on_exit(pid)` is told of each exit."""
+    """Keeps `count` processes forked by multiprocessing running `work()`."""
 
-    def __init__(self, count: int, work: Callable[[], None], on_exit: Callable[[int], None]):
+    def __init__(self, count: int, work: Callable[[], None]):
         self.count = count
         self.work = work
-        self.on_exit = on_exit
-        self.workers: set[int] = set()
-        self.deaths: deque[float] = deque()
+        self.workers: list[BaseProcess] = []
+        self.deaths: deque[float] = deque(maxlen=DEATHS_ALLOWED + 1)
         self.lifeline = os.pipe()  # never written: its end tells workers the parent is gone
 
     def run(self) -> int:
@@ -96,8 +98,9 @@ class Supervisor:
             if received is not None and received.si_signo != signal.SIGCHLD:
                 log.info("stopping %d workers", len(self.workers))
                 return 0
-            for pid, status in self._reap():
-                log.error("worker %d %s; starting another", pid, _described(status))
+            for worker in [worker for worker in self.workers if worker.exitcode is not None]:
+                self._gone(worker)
+                log.error("worker %d %s; starting another", worker.pid, _ended(worker))
                 if self._crash_looping():
                     log.error(
                         "workers died %d times within %.0f s: stopping",
@@ -108,14 +111,14 @@ class Supervisor:
                 self._start()
 
     def _start(self) -> None:
-        pid = os.fork()
-        if pid == 0:
-            self._be_worker()
-        self.workers.add(pid)
-        log.info("worker %d started", pid)
+        worker = FORK.Process(target=self._be_worker, name="titen-worker")
+        worker.start()
+        self.workers.append(worker)
+        log.info("worker %d started", worker.pid)
 
     def _be_worker(self) -> None:
-        """Run the work, then exit without returning into the parent's code."""
+        """Run the work, then exit without returning into multiprocessing's code, which would
+        wait for the threads it left."""
         status = 1
         try:
             stop_on_signals()
@@ -135,51 +138,38 @@ class Supervisor:
             sys.stderr.flush()
             os._exit(status)
 
-    def _reap(self) -> Iterator[tuple[int, int]]:
-        while self.workers:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                return
-            if pid in self.workers:
-                self.workers.discard(pid)
-                self.on_exit(pid)
-                yield pid, status
-
     def _crash_looping(self) -> bool:
-        now = time.monotonic()
-        self.deaths.append(now)
-        while self.deaths[0] < now - DEATH_WINDOW_SECONDS:
-            self.deaths.popleft()
-        return len(self.deaths) > DEATHS_ALLOWED
+        self.deaths.append(time.monotonic())
+        full = len(self.deaths) == self.deaths.maxlen
+        return full and self.deaths[-1] - self.deaths[0] < DEATH_WINDOW_SECONDS
+
+    def _gone(self, worker: BaseProcess) -> None:
+        """Its live gauges (open streams) leave the metrics' sums; its counters stay."""
+        from prometheus_client import multiprocess
+
+        self.workers.remove(worker)
+        multiprocess.mark_process_dead(worker.pid)
 
     def _stop_all(self) -> None:
-        for pid in self.workers:
-            _signal(pid, signal.SIGTERM)
+        for worker in self.workers:
+            worker.terminate()
         deadline = time.monotonic() + STOP_SECONDS
-        while self.workers and time.monotonic() < deadline:
-            for pid, status in self._reap():
-                if os.waitstatus_to_exitcode(status) != 0:
-                    log.warning("worker %d %s while stopping", pid, _described(status))
-            if self.workers:
-                signal.sigtimedwait({signal.SIGCHLD}, 0.1)
-        for pid in list(self.workers):
-            log.error("worker %d did not stop within %.0f s: killed", pid, STOP_SECONDS)
-            _signal(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            self.workers.discard(pid)
-            self.on_exit(pid)
+        for worker in list(self.workers):
+            worker.join(max(0.0, deadline - time.monotonic()))
+            if worker.exitcode is None:
+                log.error("worker %d did not stop within %.0f s: killed", worker.pid, STOP_SECONDS)
+                worker.kill()
+                worker.join()
+            elif worker.exitcode != 0:
+                log.warning("worker %d %s while stopping", worker.pid, _ended(worker))
+            self._gone(worker)
 
 
-def _described(status: int) -> str:
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with status {code}"
-
-
-def _signal(pid: int, signum: int) -> None:
-    with suppress(ProcessLookupError):  # exited already: reaped next
-        os.kill(pid, signum)
+def _ended(worker: BaseProcess) -> str:
+    code = worker.exitcode or 0
+    return (
+        f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+    )
 
 
 def _stop_with_parent(read_end: int, write_end: int) -> None:
@@ -208,10 +198,3 @@ def _run_folder() -> Iterator[str]:
     finally:
         del os.environ[MULTIPROC_ENV]
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _metrics_gone(pid: int) -> None:
-    """Its live gauges (open streams) leave the sums; its counters stay."""
-    from prometheus_client import multiprocess
-
-    multiprocess.mark_process_dead(pid)
