@@ -51,19 +51,18 @@ class AsgiBridge:
     def _started(self) -> ASGIMiddleware:
         with self._lock:
             if self._wsgi is None:
+                from a2wsgi import ASGIMiddleware
+
                 app = self.make()
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="titen-asgi", daemon=True).start()
+                wsgi = ASGIMiddleware(self._carrying(app))  # starts a thread running its loop
                 entered: Future[None] = Future()
-                asyncio.run_coroutine_threadsafe(self._hold(app, entered), loop)
+                asyncio.run_coroutine_threadsafe(self._hold(app, entered), wsgi.loop)
                 try:
                     entered.result()  # raises what entering the lifespan raised
                 except BaseException:
-                    loop.call_soon_threadsafe(loop.stop)  # the next request starts afresh
+                    wsgi.loop.call_soon_threadsafe(wsgi.loop.stop)  # the next request: afresh
                     raise
-                from a2wsgi import ASGIMiddleware
-
-                self._wsgi = ASGIMiddleware(self._carrying(app), loop=loop)
+                self._wsgi = wsgi
             return self._wsgi
 
     def _carrying(self, app: Starlette) -> ASGIApp:

@@ -9,26 +9,28 @@ bound. Positions and lags count every organization's commits: the metrics port a
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any
 
 import falcon
 
 from titen.api.rest.auth import by_key
-from titen.api.rest.contract import (
-    INTEGER,
-    STRING,
-    Operation,
-    answers,
-    array,
-    obj,
-    operations,
-)
+from titen.api.rest.contract import INTEGER, STRING, Operation, answers, array, obj, operations
 from titen.service import request_budget
 from titen.service.keys import Keys
 from titen.service.readiness import ANSWER_SECONDS, Readiness
 
 DETAILS = ("database", "failures")  # shown only to an operator's key
-FAILURE = ("position", "event_type", "error", "failed_at")
+FAILURE = obj({"position": INTEGER, "event_type": STRING, "error": STRING, "failed_at": STRING})
+READINESS = obj(
+    {
+        "status": {"type": "string", "enum": ["ready", "unavailable"]},
+        "database": STRING,
+        "failures": {"type": "object", "additionalProperties": FAILURE},
+        "problems": array(STRING),
+    },
+    optional=DETAILS,
+)
 
 
 class Health:
@@ -53,27 +55,7 @@ class Ready:
             "Readiness: ready or unavailable and why in words; with an operator key also the "
             "database and the read models that failed on an event. The same body with 503 when "
             "the database does not answer or a read model has a recorded failure.",
-            answer=answers(
-                obj(
-                    {
-                        "status": {"type": "string", "enum": ["ready", "unavailable"]},
-                        "database": STRING,
-                        "failures": {
-                            "type": "object",
-                            "additionalProperties": obj(
-                                {
-                                    "position": INTEGER,
-                                    "event_type": STRING,
-                                    "error": STRING,
-                                    "failed_at": STRING,
-                                }
-                            ),
-                        },
-                        "problems": array(STRING),
-                    },
-                    optional=DETAILS,
-                )
-            ),
+            answer=answers(READINESS),
             also=(503,),
             public=True,
         )
@@ -89,21 +71,15 @@ class Ready:
             operator = self._operator(req)  # a key sent must be valid, as on every route
         report = self.readiness.check(reading, began)
         resp.status = falcon.HTTP_200 if report.ready else falcon.HTTP_503
-        status = "ready" if report.ready else "unavailable"
-        if not operator:
-            resp.media = {"data": {"status": status, "problems": report.reasons()}}
-            return
-        resp.media = {
-            "data": {
-                "status": status,
-                "database": report.database,
-                "failures": {
-                    failure.projection: {k: v for k, v in asdict(failure).items() if k in FAILURE}
-                    for failure in report.failures
-                },
-                "problems": report.problems(),
+        data: dict[str, Any] = {"status": "ready" if report.ready else "unavailable"}
+        if operator:
+            data["database"] = report.database
+            data["failures"] = {
+                failure.projection: {k: getattr(failure, k) for k in FAILURE["properties"]}
+                for failure in report.failures
             }
-        }
+        data["problems"] = report.problems() if operator else report.reasons()
+        resp.media = {"data": data}
 
     def _operator(self, req: falcon.Request) -> bool:
         """Whether the request carries an operator's key (401 for an invalid one)."""

@@ -26,7 +26,6 @@ import falcon
 from titen.domain.clock import iso
 
 REQUEST_ID = "X-Request-Id"
-FORMATS = ("json", "text")
 PLAUSIBLE_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 UNMATCHED = "unmatched"  # the route of a request that matched none (not its raw path)
 
@@ -92,13 +91,11 @@ class _GatheringListener(QueueListener):
     """Lets lines gather for GATHER_SECONDS once the queue is dry: under load it wakes a few
     times a second, not once per request (each wake takes the GIL from request threads)."""
 
-    def __init__(self, lines: queue.SimpleQueue[logging.LogRecord], target: logging.Handler):
-        super().__init__(lines, target)
-        self.lines = lines
+    queue: queue.SimpleQueue[logging.LogRecord]
 
     def dequeue(self, block: bool) -> logging.LogRecord:
         try:
-            return self.lines.get_nowait()
+            return self.queue.get_nowait()
         except queue.Empty:
             time.sleep(GATHER_SECONDS)
             return super().dequeue(block)

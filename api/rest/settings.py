@@ -8,7 +8,7 @@ anything imports that (api/rest/prefork.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from titen.domain.webhooks import DEFAULT_RETRY_SECONDS
 from titen.service.database import DEFAULT_POOL_SIZE
@@ -76,20 +76,13 @@ def parse_origin(text: str) -> str:
     try:
         parts = urlsplit(text)
         port = parts.port
-    except ValueError:
-        parts, port = None, None
+    except ValueError:  # an unclosed `[`, a port out of range
+        parts, port = SplitResult("", "", "", "", ""), None
     if (
-        parts is None
-        or parts.scheme not in ORIGIN_SCHEMES
+        parts.scheme not in ORIGIN_SCHEMES
         or not parts.hostname
-        or parts.username is not None
-        or parts.password is not None
-        or text.endswith("/")
-        or parts.path
-        or parts.query
-        or parts.fragment
-        or "?" in text
-        or "#" in text
+        or "@" in parts.netloc
+        or text.lower() != f"{parts.scheme}://{parts.netloc}".lower()  # a path, query, ...
     ):
         raise ValueError(
             f"{text!r} is not an origin: scheme://host[:port], e.g. https://app.example.com"
