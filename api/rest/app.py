@@ -1,9 +1,6 @@
 """The Falcon application: routes, middleware and error handling over the services.
-
-CORS (`--cors-origin`) is Falcon's, on every route and error; a preflight is an OPTIONS,
-answered without a key. Credentials mode is never allowed: keys are bearer tokens, so no page
-gets ambient authority from a visitor's browser.
-"""
+CORS (`--cors-origin`) is Falcon's, on every route and error, never in credentials mode: keys
+are bearer tokens, so no page gets ambient authority from a visitor's browser."""
 
 from __future__ import annotations
 

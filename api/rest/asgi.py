@@ -1,9 +1,6 @@
-"""An ASGI application (the MCP SDK's transport) served from the WSGI server's threads.
-
-Each process starts, at its first request, a thread running an asyncio loop, enters the app's
-lifespan there, and hands each request to it through `a2wsgi`; never before `fork` (a forked
-copy of a loop thread would not run).
-"""
+"""An ASGI application (the MCP SDK's transport) served from the WSGI server's threads through
+`a2wsgi`, its lifespan entered on a2wsgi's loop thread, which is started at the first request:
+never before `fork` (a forked copy of a loop thread would not run)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Reading a JSON request body: size, encoding, media type, syntax, then its JSON Schema.
-
-A gzip body is inflated at most to the limit plus one byte: the 1 MiB limit applies to what the
-parser reads, and a "gzip bomb" is refused (413) without being inflated further.
-"""
+A gzip body is inflated at most to the limit plus one byte, so a "gzip bomb" is refused (413)
+without being inflated further."""
 
 from __future__ import annotations
 

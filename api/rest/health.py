@@ -1,10 +1,7 @@
 """GET /healthz (liveness) and GET /readyz (readiness); no key needed for either.
-
 /healthz touches no database (an outage never gets healthy processes restarted). /readyz says
-whether the database answers and no read model is stuck, the same body with 200 or 503; an
-operator's key adds details. The key's lookup runs while the database is read, within one 2 s
-bound. Positions and lags count every organization's commits: the metrics port alone has them.
-"""
+whether the database answers and no read model is stuck, 200 or 503; an operator's key adds
+details. Positions and lags count every organization's commits: the metrics port alone has them."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Logs as a log pipeline reads them: one line per request, JSON or text, with a request id.
-
 A record's `fields` (`extra={"fields": {...}}`) become JSON keys or `key=value` pairs; a request
-line holds no key, body or query string. Lines are written off the request threads (QueueHandler
-and QueueListener): a handler lock held through each write starved waitress's loop. A plausible
-`X-Request-Id` from the request carries through; else one is made.
-"""
+line holds no key, body or query string. Lines are written off the request threads: a handler
+lock held through each write starved waitress's loop."""
 
 from __future__ import annotations
 

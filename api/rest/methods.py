@@ -1,9 +1,6 @@
-"""HEAD wherever GET is, and OPTIONS everywhere with the `Allow` of the route's 405.
-
-Falcon maps only the responders a resource defines, and its OPTIONS leaves OPTIONS out of
-`Allow`. HEAD runs the GET responder and Falcon drops the body (keeping `Content-Length`); a
-responder that would hold something open for the body (the event stream) checks `is_head`.
-"""
+"""HEAD wherever GET is, and OPTIONS everywhere with the `Allow` of the route's 405 (Falcon's
+OPTIONS leaves OPTIONS out of `Allow`). HEAD runs the GET responder and Falcon drops the body;
+a responder that would hold something open for the body (the event stream) checks `is_head`."""
 
 from __future__ import annotations
 

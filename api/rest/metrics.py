@@ -1,9 +1,7 @@
 """What a server shows Prometheus, on a listener of its own (`titen serve --metrics-port`).
-
 Labels are bounded and name no organization, principal or id. The log's position and lags are
-read from the database at each scrape (the shared truth). With several workers each writes its
-series to PROMETHEUS_MULTIPROC_DIR and whichever accepts a scrape answers the sum of all.
-"""
+read from the database at each scrape; with several workers, whichever accepts a scrape answers
+the sum of all (prometheus-client's multiprocess mode)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,14 @@
 """`titen serve --workers N`: N forked server processes on one port, sharing one database.
 
 The parent binds the port (SO_REUSEPORT, never listening), opens the store once, then forks;
-each worker listens on the port itself and the kernel shares connections between them. The
-parent takes its signals synchronously (`sigtimedwait`), so none arrives between a fork and its
-bookkeeping; a worker stops when the pipe the parent holds open ends (the parent has died).
-"""
+each worker listens on the port itself. The parent takes its signals synchronously
+(`sigtimedwait`), so none arrives between a fork and its bookkeeping."""
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -191,10 +188,9 @@ def _run_folder() -> Iterator[str]:
     prometheus-client decides at its first import whether to use it, so not imported yet."""
     if "prometheus_client" in sys.modules:
         raise RuntimeError("prometheus_client was imported before its multiprocess directory")
-    path = tempfile.mkdtemp(prefix="titen-run-")
-    os.environ[MULTIPROC_ENV] = path
-    try:
-        yield path
-    finally:
-        del os.environ[MULTIPROC_ENV]
-        shutil.rmtree(path, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="titen-run-", ignore_cleanup_errors=True) as path:
+        os.environ[MULTIPROC_ENV] = path
+        try:
+            yield path
+        finally:
+            del os.environ[MULTIPROC_ENV]

@@ -1,8 +1,6 @@
 """`titen serve`: the API under waitress, beside the background parts (service/background.py).
-
-Each stream or waiting long-poll holds a thread, so the pool is the request threads plus the
-subscriber limit: subscribers never take the threads that serve leases and handoffs.
-"""
+A stream or waiting long-poll holds a thread, so the pool is the request threads plus the
+subscriber limit: subscribers never take the threads that serve leases and handoffs."""
 
 from __future__ import annotations
 

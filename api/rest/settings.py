@@ -1,9 +1,7 @@
 """Every `titen serve` option in one frozen record, with its default and the checks of its value.
-
 Pure (no web framework): `titen --help` shows the defaults cheaply, and checking a flag imports
-nothing of the server, which must set prometheus-client's multiprocess directory up before
-anything imports that (api/rest/prefork.py).
-"""
+nothing that would import prometheus-client before its multiprocess directory is set
+(api/rest/prefork.py)."""
 
 from __future__ import annotations
 

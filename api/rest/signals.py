@@ -1,7 +1,6 @@
-"""How a server is told to stop: SIGTERM as Ctrl-C, once (further signals are ignored, so they
-cannot cut the cleanup short). KeyboardInterrupt raised in a finalizer is printed and dropped,
-so the request is also remembered (`stop_requested`) for the serving loop to raise again.
-"""
+"""How a server is told to stop: SIGTERM as Ctrl-C, once (later signals are ignored: they would
+cut the cleanup short). KeyboardInterrupt raised in a finalizer is printed and dropped, so the
+request is also remembered (`stop_requested`) for the serving loop to raise again."""
 
 from __future__ import annotations
 
