@@ -44,8 +44,8 @@ def read_json(req: falcon.Request, checker: Checker) -> dict[str, Any]:
 
 def read_body(req: falcon.Request) -> bytes:
     """The body as sent before its Content-Encoding; 413 past the limit, however it came."""
-    raw = decoded(req, req.bounded_stream.read(MAX_BODY_BYTES + 1))
-    if len(raw) > MAX_BODY_BYTES:
+    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES or len(raw := decoded(req, raw)) > MAX_BODY_BYTES:
         raise error(413)
     return raw
 
@@ -68,16 +68,13 @@ def parse_json(raw: bytes | str, what: str) -> Any:
     except RecursionError:  # not expected (measured first): still the client's error
         pass
     except json.JSONDecodeError as exc:
-        raise error(
-            400,
-            f"{what} is not valid JSON (at line {exc.lineno}, column {exc.colno}).",
-        ) from None
+        where = f"at line {exc.lineno}, column {exc.colno}"
+        raise error(400, f"{what} is not valid JSON ({where}).") from None
     except UnicodeDecodeError:
         raise error(400, f"{what} is not valid JSON: it is not UTF-8, -16 or -32 text.") from None
     except ValueError:  # the one other refusal of json.loads: an integer too long to convert
-        raise error(
-            400, f"{what} holds a number of more than {MAX_NUMBER_DIGITS} digits."
-        ) from None
+        limit = f"more than {MAX_NUMBER_DIGITS} digits"
+        raise error(400, f"{what} holds a number of {limit}.") from None
     raise error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
 
 
@@ -87,15 +84,11 @@ def decoded(req: falcon.Request, raw: bytes) -> bytes:
         return raw
     if encoding not in GZIP:
         raise error(415, "Content-Encoding must be gzip, or absent.")
-    if len(raw) > MAX_BODY_BYTES:
-        raise error(413)
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
         body = inflater.decompress(raw, MAX_BODY_BYTES + 1)
     except zlib.error:
         raise error(400, "The request body is not valid gzip.") from None
-    if len(body) > MAX_BODY_BYTES:
-        return body  # over the limit: refused by the caller, nothing more inflated
-    if not inflater.eof or inflater.unused_data:
+    if len(body) <= MAX_BODY_BYTES and (not inflater.eof or inflater.unused_data):
         raise error(400, "The request body is not valid gzip.")
     return body

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import json
-import logging
 import re
 import resource
 import select
@@ -33,7 +32,6 @@ from titen.api.rest.errors import DEFAULT_MESSAGES, code_for, envelope
 from titen.api.rest.settings import ServerSettings
 from titen.api.rest.signals import stop_requested
 
-log = logging.getLogger("titen.server")
 _serving = threading.local()  # `channel`: the connection this thread serves
 
 MAX_HEAD_BYTES = 64 * 1024

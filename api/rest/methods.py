@@ -17,17 +17,13 @@ class Router(CompiledRouter):
         methods: dict[str, Any] = super().map_http_methods(resource, **kwargs)
         if "GET" in methods:
             methods.setdefault("HEAD", methods["GET"])
-        methods.setdefault("OPTIONS", _options(allow(methods)))
+        allowed = ", ".join(sorted({*methods, "OPTIONS"}))  # as Falcon's 405 writes `Allow`
+        methods.setdefault("OPTIONS", _options(allowed))
         return methods
 
 
 # The routes stay readable by falcon.inspect (tests/api/test_openapi.py reads them so).
 falcon.inspect.register_router(Router)(falcon.inspect.inspect_compiled_router)
-
-
-def allow(methods: dict[str, Any]) -> str:
-    """A route's `Allow`, as Falcon's 405 writes it."""
-    return ", ".join(sorted({*methods, "OPTIONS"}))
 
 
 def is_head(req: falcon.Request) -> bool:
