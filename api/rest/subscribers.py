@@ -1,10 +1,6 @@
 """The slots of open event streams and waiting long-polls, each holding a thread: a limit per
-server process, and quotas per organization and per principal.
-
-Past a quota: 429 `TOO_MANY_SUBSCRIBERS`; past the limit: 503; quotas are checked first, so a
-noisy organization is told it is the one over. A slot is freed when its client closes the
-connection (`client_gone`). Each worker process has its own limit and quotas.
-"""
+worker process (503), and quotas per organization and per principal (429 TOO_MANY_SUBSCRIBERS),
+checked first so that a noisy organization is told it is the one over."""
 
 from __future__ import annotations
 
@@ -22,6 +18,8 @@ from titen.api.rest.metrics import SUBSCRIBERS
 from titen.service.keys import Principal
 from titen.service.read_models import RecentEvents
 from titen.service.revocations import Revocations
+
+ADVICE = "close one, or poll GET /v1/events without wait."
 
 
 @dataclass(frozen=True)
@@ -46,32 +44,33 @@ class Subscribers:
         self.revocations = revocations
         self.recent = recent
         self._lock = threading.Lock()
-        self._open = 0
-        self._by_org: Counter[str] = Counter()
-        self._by_principal: Counter[tuple[str, str]] = Counter()
+        self._held: Counter[tuple[str, ...]] = Counter()  # by (), (org,) and (org, principal)
 
     def admit(self, principal: Principal) -> None:
         org, name = principal.organization, principal.name
         with self._lock:
-            self._check(org, name)
-            self._open += 1
-            self._by_org[org] += 1
-            self._by_principal[org, name] += 1
+            if self._held[org, name] >= self.limits.per_principal:
+                raise _over(f"This principal already holds {self.limits.per_principal}")
+            if self._held[org,] >= self.limits.per_org:
+                raise _over(f"This organization already holds {self.limits.per_org}")
+            if self._held[()] >= self.limits.total:
+                raise error(
+                    503,
+                    f"Too many open subscriptions on this server (limit {self.limits.total}); "
+                    "retry later or poll GET /v1/events without wait.",
+                )
+            self._held.update(_scopes(principal))
         SUBSCRIBERS.inc()
         self.recent.subscribe(org)
 
     def leave(self, principal: Principal) -> None:
-        org, name = principal.organization, principal.name
-        self.recent.unsubscribe(org)
+        self.recent.unsubscribe(principal.organization)
         SUBSCRIBERS.dec()
         with self._lock:
-            self._open -= 1
-            self._by_org[org] -= 1
-            self._by_principal[org, name] -= 1
-            if not self._by_org[org]:
-                del self._by_org[org]
-            if not self._by_principal[org, name]:
-                del self._by_principal[org, name]
+            self._held.subtract(_scopes(principal))
+            for scope in _scopes(principal):
+                if not self._held[scope]:
+                    del self._held[scope]
 
     def client_gone(self, req: falcon.Request) -> Callable[[], bool]:
         """Whether the client has closed its connection (waiters are woken when it does)."""
@@ -80,26 +79,12 @@ class Subscribers:
             return lambda: False
         return watch(self.recent.wake)
 
-    def _check(self, org: str, name: str) -> None:
-        limits = self.limits
-        advice = "close one, or poll GET /v1/events without wait."
-        if self._by_principal[org, name] >= limits.per_principal:
-            raise _over(
-                f"This principal already holds {limits.per_principal} open subscriptions on this "
-                f"server, its quota; {advice}"
-            )
-        if self._by_org[org] >= limits.per_org:
-            raise _over(
-                f"This organization already holds {limits.per_org} open subscriptions on this "
-                f"server, its quota; {advice}"
-            )
-        if self._open >= limits.total:
-            raise error(
-                503,
-                f"Too many open subscriptions on this server (limit {limits.total}); "
-                "retry later or poll GET /v1/events without wait.",
-            )
+
+def _scopes(principal: Principal) -> tuple[tuple[str, ...], ...]:
+    """What a slot counts against: the limit, the organization's quota, the principal's."""
+    return (), (principal.organization,), (principal.organization, principal.name)
 
 
-def _over(message: str) -> falcon.HTTPError:
+def _over(holds: str) -> falcon.HTTPError:
+    message = f"{holds} open subscriptions on this server, its quota; {ADVICE}"
     return error(429, message, TOO_MANY_SUBSCRIBERS)
