@@ -15,14 +15,14 @@ from titen.api.rest.contract import (
     Link,
     Operation,
     answers,
-    array,
+    listing,
     nullable,
     obj,
     operations,
 )
 from titen.api.rest.errors import error
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.paging import PAGE_QUERY, next_page, read_page, single
+from titen.api.rest.paging import PAGE_QUERY, read_page, single
 from titen.api.validation import validator
 from titen.domain.handoff import FIELDS, RESOLVED_FIELDS, public_fields
 from titen.domain.limits import NAME_LENGTH
@@ -65,7 +65,6 @@ class Handoffs:
             status=201,
             body=schemas.CREATE_HANDOFF,
             answer=answers(obj({"handoff_id": STRING, "status": STATUS})),
-            errors=("UNAVAILABLE",),
             idempotent=True,
             links={
                 "GetHandoff": Link("getHandoff", {"handoff_id": HANDOFF_ID}),
@@ -82,7 +81,7 @@ class Handoffs:
                 "scope": SCOPE,
                 "to_principal": schemas.text(NAME_LENGTH),
             },
-            answer=answers(obj({"handoffs": array(INBOX_ITEM), "next_cursor": nullable(STRING)})),
+            answer=listing("handoffs", INBOX_ITEM),
             errors=("FORBIDDEN",),
             description="Without `scope`, the inbox: what others handed to the caller, never "
             "what it sent (`subject_id` narrows it). With `scope=organization`, for dispatchers "
@@ -132,8 +131,9 @@ class Handoffs:
                 limit=page.limit + 1,
                 to_principal=page.filters.get("to_principal"),
             )
-        shown, cursor = next_page(req, rows, page.limit, lambda row: row.position)
-        resp.media = {"data": {"handoffs": [row.fields for row in shown], "next_cursor": cursor}}
+        resp.media = page.answer(
+            req, "handoffs", rows, lambda row: row.position, lambda row: row.fields
+        )
 
 
 @dataclass
@@ -161,7 +161,7 @@ class HandoffResolution:
             "Accept or reject a pending handoff, once, as its target.",
             body=schemas.RESOLVE_HANDOFF,
             answer=answers(HANDOFF),
-            errors=("NOT_FOUND", "UNAVAILABLE"),
+            errors=("NOT_FOUND",),
             idempotent=True,
         )
     )
