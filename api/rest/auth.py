@@ -4,6 +4,7 @@ so a page shows only what works without restating the role list."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import falcon
@@ -24,19 +25,17 @@ BAD_TICKET = (
 )
 
 
+@dataclass
 class Authentication:
-    """Falcon middleware; `public` operations and OPTIONS (a CORS preflight) need no key.
-
-    Without an Authorization header, an operation that takes `tickets` serves a `?ticket=` as
-    its key's principal. `req.context.key_hash` (a ticket's key's) lets a subscription watch
-    for its revocation. With a `budget`, each request is counted against its organization's:
-    before any database read when the key is cached (a key's organization never changes).
+    """Falcon middleware. Without an Authorization header, an operation that takes `tickets`
+    serves a `?ticket=` as its key's principal; `req.context.key_hash` (a ticket's key's) lets a
+    subscription watch for its revocation. With a `budget`, a request is counted against its
+    organization's before any database read when the key is cached (its organization is fixed).
     """
 
-    def __init__(self, keys: Keys, tickets: Tickets, budget: OrgBudget | None = None):
-        self.keys = keys
-        self.tickets = tickets
-        self.budget = budget
+    keys: Keys
+    tickets: Tickets
+    budget: OrgBudget | None = None
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
