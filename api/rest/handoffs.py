@@ -39,6 +39,8 @@ SCOPE = {
     "enum": [ORGANIZATION],
     "description": "organization: every pending handoff of the organization, not the inbox.",
 }
+INBOX = {"subject_id": schemas.text(NAME_LENGTH)}
+IN_ORGANIZATION = {"scope": SCOPE, "to_principal": schemas.text(NAME_LENGTH)}
 FIELD_SCHEMAS = {
     "handoff_id": STRING,
     "from_principal": STRING,
@@ -75,12 +77,7 @@ class Handoffs:
             "listInbox",
             "The caller's inbox: pending handoffs addressed to it, oldest first, paged; with "
             "scope=organization, every pending handoff of the organization.",
-            query={
-                **PAGE_QUERY,
-                "subject_id": schemas.text(NAME_LENGTH),
-                "scope": SCOPE,
-                "to_principal": schemas.text(NAME_LENGTH),
-            },
+            query={**PAGE_QUERY, **INBOX, **IN_ORGANIZATION},
             answer=listing("handoffs", INBOX_ITEM),
             errors=("FORBIDDEN",),
             description="Without `scope`, the inbox: what others handed to the caller, never "
@@ -114,7 +111,7 @@ class Handoffs:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         scope = single(req.params, "scope")
         if scope is None:
-            page = read_page(req, filters={"subject_id": NAME_LENGTH})
+            page = read_page(req, INBOX)
             rows = self.handoffs.pending(
                 principal_of(req),
                 after=page.after,
@@ -124,7 +121,7 @@ class Handoffs:
         else:
             if scope != ORGANIZATION:
                 raise error(400, f"scope must be {ORGANIZATION}, or left out for the inbox.")
-            page = read_page(req, filters={"scope": len(ORGANIZATION), "to_principal": NAME_LENGTH})
+            page = read_page(req, IN_ORGANIZATION)
             rows = self.handoffs.pending_in_organization(
                 principal_of(req),
                 after=page.after,

@@ -34,7 +34,7 @@ from titen.domain.limits import NAME_LENGTH
 from titen.service.leases import LeaseService
 
 ACQUIRE = validator(schemas.ACQUIRE)
-LIST_FILTERS = {"resource_type": NAME_LENGTH, "holder": NAME_LENGTH}
+FILTERS = {"resource_type": schemas.text(NAME_LENGTH), "holder": schemas.text(NAME_LENGTH)}
 LEASE_ID = "$response.body#/data/lease_id"
 HOLDING = obj(
     {
@@ -72,11 +72,7 @@ class Leases:
         get=Operation(
             "listLeases",
             "The organization's unreleased leases, newest first, paged (an agent's own only).",
-            query={
-                **PAGE_QUERY,
-                "resource_type": schemas.text(NAME_LENGTH),
-                "holder": schemas.text(NAME_LENGTH),
-            },
+            query={**PAGE_QUERY, **FILTERS},
             answer=listing("leases", HOLDING),
             description="Dispatchers and operators see every held lease of the organization; "
             "an agent sees the leases it holds (a `holder` filter naming another finds none). "
@@ -106,7 +102,7 @@ class Leases:
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page = read_page(req, filters=LIST_FILTERS)
+        page = read_page(req, FILTERS)
         listed = self.leases.held(
             principal_of(req),
             before=page.after or None,

@@ -59,17 +59,19 @@ class StoreCursors:
         req.context.cursors = self.cursors
 
 
-def read_page(req: falcon.Request, filters: dict[str, int], *, of_log: bool = True) -> Page:
-    """Parse the query string; `filters` maps each allowed filter to its maximum length
+def read_page(
+    req: falcon.Request, filters: Mapping[str, dict[str, Any]] = {}, *, of_log: bool = True
+) -> Page:
+    """Parse the query string, the filters by their schemas as the contract publishes them
     (`of_log`: the cursor stands for a log position, see `Cursors.open`)."""
     params = req.params
     reject_unknown(params, {"limit", "cursor", *filters})
     cursor = single(params, "cursor")
     chosen = {}
-    for name, max_length in filters.items():
+    for name, schema in filters.items():
         value = single(params, name)
         if value is not None:
-            chosen[name] = _filter(name, value, max_length)
+            chosen[name] = _filter(name, value, schema.get("maxLength", len(value)))
     return Page(
         limit=read_limit(params),
         after=0 if cursor is None else decode_cursor(req, cursor, of_log=of_log),

@@ -100,7 +100,7 @@ class WebhookList:
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page = read_page(req, filters={}, of_log=False)
+        page = read_page(req, of_log=False)
         found = self.webhooks.listing(principal_of(req), after=page.after, limit=page.limit + 1)
         resp.media = page.answer(req, "webhooks", found, lambda hook: hook.seq, Webhook.public)
 
@@ -199,7 +199,7 @@ class WebhookDeliveries:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         """Newest first; `next_cursor` continues with older attempts."""
-        page = read_page(req, filters={}, of_log=False)
+        page = read_page(req, of_log=False)
         before = page.after or None
         found = self.webhooks.attempts(
             principal_of(req), webhook_id, before=before, limit=page.limit + 1
