@@ -7,7 +7,9 @@ ticket's) ends them in every server process (service/revocations.py)."""
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import falcon
 
 from titen.api.rest.auth import TICKET, key_of, principal_of
+from titen.api.rest.connections import WATCH_CLIENT
 from titen.api.rest.contract import (
     EVENT_STREAM,
     INSTANT,
@@ -31,6 +34,7 @@ from titen.api.rest.errors import OUTCOME_UNKNOWN, error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.leases import HOLDING
 from titen.api.rest.methods import is_head
+from titen.api.rest.metrics import SUBSCRIBERS
 from titen.api.rest.paging import (
     LIMIT,
     decimal,
@@ -40,17 +44,18 @@ from titen.api.rest.paging import (
     reject_unknown,
     single,
 )
-from titen.api.rest.subscribers import Subscribers
 from titen.domain.clock import iso
 from titen.domain.events import PUBLISHED
 from titen.domain.published import LEASE_ACQUIRED
 from titen.service import request_budget
 from titen.service.keys import Principal
 from titen.service.read_models import Published, RecentEvents
+from titen.service.revocations import Revocations
 from titen.service.tickets import Tickets
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
+ADVICE = "close one, or poll GET /v1/events without wait."
 AFTER = {
     "type": "string",
     "description": "Resume after this cursor (an event's `cursor`, a `next_cursor`); `latest` "
@@ -105,12 +110,65 @@ FRAME = obj(
 )
 
 
-@dataclass
-class Tail:
-    """What a stream and a waiting long-poll share: the events read, and the wait for more."""
+@dataclass(frozen=True)
+class Limits:
+    total: int
+    per_org: int
+    per_principal: int
 
-    recent: RecentEvents
-    subscribers: Subscribers
+
+class Subscribers:
+    """One process's streams and waiting long-polls, each holding a thread: their slots (a
+    limit, 503, and quotas per organization and per principal, 429 TOO_MANY_SUBSCRIBERS,
+    checked first so that a noisy organization is told it is the one over), their heartbeat,
+    and what ends them."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        heartbeat_seconds: float,
+        revocations: Revocations,
+        recent: RecentEvents,
+    ):
+        self.limits = limits
+        self.heartbeat_seconds = heartbeat_seconds
+        self.revocations = revocations
+        self.recent = recent
+        self._lock = threading.Lock()
+        self._held: Counter[tuple[str, ...]] = Counter()  # by (), (org,) and (org, principal)
+
+    def admit(self, principal: Principal) -> None:
+        org, name = principal.organization, principal.name
+        with self._lock:
+            if self._held[org, name] >= self.limits.per_principal:
+                raise _over(f"This principal already holds {self.limits.per_principal}")
+            if self._held[org,] >= self.limits.per_org:
+                raise _over(f"This organization already holds {self.limits.per_org}")
+            if self._held[()] >= self.limits.total:
+                raise error(
+                    503,
+                    f"Too many open subscriptions on this server (limit {self.limits.total}); "
+                    "retry later or poll GET /v1/events without wait.",
+                )
+            self._held.update(_scopes(principal))
+        SUBSCRIBERS.inc()
+        self.recent.subscribe(org)
+
+    def leave(self, principal: Principal) -> None:
+        self.recent.unsubscribe(principal.organization)
+        SUBSCRIBERS.dec()
+        with self._lock:
+            self._held.subtract(_scopes(principal))
+            for scope in _scopes(principal):
+                if not self._held[scope]:
+                    del self._held[scope]
+
+    def client_gone(self, req: falcon.Request) -> Callable[[], bool]:
+        """Whether the client has closed its connection (waiters are woken when it does)."""
+        watch = req.env.get(WATCH_CLIENT)
+        if watch is None:
+            return lambda: False
+        return watch(self.recent.wake)
 
     def next(
         self,
@@ -134,7 +192,18 @@ class Tail:
         return []
 
 
-class Events(Tail):
+def _scopes(principal: Principal) -> tuple[tuple[str, ...], ...]:
+    """What a slot counts against: the limit, the organization's quota, the principal's."""
+    return (), (principal.organization,), (principal.organization, principal.name)
+
+
+def _over(holds: str) -> falcon.HTTPError:
+    message = f"{holds} open subscriptions on this server, its quota; {ADVICE}"
+    return error(429, message, TOO_MANY_SUBSCRIBERS)
+
+
+@dataclass
+class Events:
     contract = operations(
         get=Operation(
             "listEvents",
@@ -153,6 +222,9 @@ class Events(Tail):
         )
     )
 
+    recent: RecentEvents
+    subscribers: Subscribers
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         principal = principal_of(req)
         reject_unknown(req.params, {"after", "types", "limit", "wait", TICKET})
@@ -170,7 +242,7 @@ class Events(Tail):
                     def ended() -> bool:
                         return watch.revoked.is_set() or gone()
 
-                    events = self.next(principal, after, types, limit, wait, ended)
+                    events = self.subscribers.next(principal, after, types, limit, wait, ended)
                     if watch.revoked.is_set():
                         raise error(401, "The API key was revoked.")
             finally:
@@ -183,7 +255,8 @@ class Events(Tail):
         }
 
 
-class EventStream(Tail):
+@dataclass
+class EventStream:
     contract = operations(
         get=Operation(
             "streamEvents",
@@ -208,6 +281,9 @@ class EventStream(Tail):
             components=EVENT_SCHEMAS,
         )
     )
+
+    recent: RecentEvents
+    subscribers: Subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         principal = principal_of(req)
@@ -243,7 +319,9 @@ class EventStream(Tail):
             yield b": connected\n\n"
             while not ended():
                 heartbeat = self.subscribers.heartbeat_seconds
-                events = self.next(principal, after, types, STREAM_BATCH, heartbeat, ended)
+                events = self.subscribers.next(
+                    principal, after, types, STREAM_BATCH, heartbeat, ended
+                )
                 for event in events:
                     yield _frame(event)
                     after = event.position
