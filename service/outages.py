@@ -4,19 +4,15 @@ answer it (re-exported from storage/outages.py, which the edges do not import)."
 from __future__ import annotations
 
 from titen.storage.outages import (
-    CANDIDATES,
     ClockDisagrees,
     OutcomeUnknown,
     is_outage,
-    is_unwrapped_outage,
     log_failure,
 )
 
 __all__ = [
-    "CANDIDATES",
     "ClockDisagrees",
     "OutcomeUnknown",
     "is_outage",
-    "is_unwrapped_outage",
     "log_failure",
 ]

@@ -16,11 +16,8 @@ import logging
 import sqlite3
 import sys
 
-from eventsourcing.persistence import ConnectionUnavailableError, InterfaceError, OperationalError
+from eventsourcing.persistence import ConnectionUnavailableError, OperationalError
 
-CANDIDATES: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
-"""The library's classes an outage is raised as (psycopg's own, raised unwrapped, are
-`psycopg.OperationalError` and `InterfaceError`); `is_outage` tells which instances are one."""
 SQLITE_OUTAGES = (
     "database is locked",
     "database table is locked",
@@ -28,14 +25,6 @@ SQLITE_OUTAGES = (
     "disk i/o",
     "database or disk is full",  # the transaction rolled back; writes resume with space
 )
-
-
-def is_unwrapped_outage(exc: BaseException) -> bool:
-    """Whether `exc` is psycopg's own outage, raised unwrapped (CANDIDATES are the library's)."""
-    psycopg = sys.modules.get("psycopg")
-    return psycopg is not None and isinstance(
-        exc, psycopg.OperationalError | psycopg.InterfaceError
-    )
 
 
 def is_outage(exc: BaseException) -> bool:

@@ -13,7 +13,7 @@ from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication, Me
 from titen.api.rest.body import BodyLimit
-from titen.api.rest.events import Events, EventStream, EventTickets
+from titen.api.rest.events import Events, EventStream, EventTickets, Limits, Subscribers
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
@@ -28,7 +28,6 @@ from titen.api.rest.openapi import document
 from titen.api.rest.pages import Console, Docs, OpenAPIDocument
 from titen.api.rest.paging import StoreCursors
 from titen.api.rest.settings import DEFAULTS, ServerSettings
-from titen.api.rest.subscribers import Limits, Subscribers
 from titen.api.rest.webhooks import (
     WebhookDeliveries,
     WebhookEnable,

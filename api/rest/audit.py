@@ -1,8 +1,6 @@
 """The audit routes: histories replayed from the event log, for operators, each `as_of` an instant.
-
 An agent gets 403 whatever it asks, so probing tells it nothing; another organization's id is
-404, exactly as an unknown one.
-"""
+404, exactly as an unknown one."""
 
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.paging import PAGE_QUERY, decode_cursor, encode_cursor, read_limit, single
 from titen.api.schemas import body, text
-from titen.api.validation import refusal, validator
+from titen.api.validation import Checker, refusal, validator
 from titen.domain.clock import parse_iso
 from titen.domain.history import ENDINGS
 from titen.domain.limits import NAME_LENGTH
@@ -87,27 +85,23 @@ class AuditResource:
     auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        caller = _operator(req)
-        params = dict(req.params)
-        limit = read_limit(params)
-        cursor = single(params, "cursor")
+        caller, params = _operator(req), dict(req.params)
+        limit, cursor = read_limit(params), single(params, "cursor")
         after = 0 if cursor is None else decode_cursor(req, cursor, of_log=False)
-        query = _query({k: v for k, v in params.items() if k not in PAGE_QUERY}, RESOURCE_QUERY)
+        query, as_of = _query(
+            {k: v for k, v in params.items() if k not in PAGE_QUERY}, RESOURCE_QUERY
+        )
         page = self.auditor.resource(
             caller.organization,
             query["resource_type"],
             query["resource_id"],
-            _as_of(query),
+            as_of,
             after=after,
             limit=limit,
         )
         resume = page.resume_after
-        resp.media = {
-            "data": {
-                **page.data,
-                "next_cursor": None if resume is None else encode_cursor(req, resume, of_log=False),
-            }
-        }
+        cursor = None if resume is None else encode_cursor(req, resume, of_log=False)
+        resp.media = {"data": {**page.data, "next_cursor": cursor}}
 
 
 @dataclass
@@ -125,8 +119,7 @@ class AuditLease:
     auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
-        organization, as_of = _item(req)
-        resp.media = {"data": self.auditor.lease(organization, lease_id, as_of)}
+        resp.media = {"data": self.auditor.lease(*_item(req, lease_id))}
 
 
 @dataclass
@@ -144,8 +137,7 @@ class AuditHandoff:
     auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
-        organization, as_of = _item(req)
-        resp.media = {"data": self.auditor.handoff(organization, handoff_id, as_of)}
+        resp.media = {"data": self.auditor.handoff(*_item(req, handoff_id))}
 
 
 def _operator(req: falcon.Request) -> Principal:
@@ -155,28 +147,22 @@ def _operator(req: falcon.Request) -> Principal:
     return caller
 
 
-def _item(req: falcon.Request) -> tuple[str, datetime | None]:
-    """An operator's organization and the `as_of` of a request for one lease or handoff."""
-    caller = _operator(req)
-    return caller.organization, _as_of(_query(req.params, ITEM_QUERY))
+def _item(req: falcon.Request, id_: str) -> tuple[str, str, datetime | None]:
+    """An operator's organization, the id asked for and the `as_of` asked, for one lease or
+    handoff."""
+    return _operator(req).organization, id_, _query(req.params, ITEM_QUERY)[1]
 
 
-def _query(params: Mapping[str, Any], validator: Any) -> dict[str, str]:
-    """The query string checked like a body: known names, each once, within the schema."""
+def _query(params: Mapping[str, Any], checker: Checker) -> tuple[dict[str, str], datetime | None]:
+    """The query string checked like a body (known names, each once, within the schema), and
+    its `as_of`."""
     for name in params:
         single(params, name)
-    refused = refusal(params, validator)
+    refused = refusal(params, checker)
     if refused is not None:
         raise error(400, refused)
-    return dict(params)
-
-
-def _as_of(query: dict[str, str]) -> datetime | None:
-    text = query.get("as_of")
-    if text is None:
-        return None
     try:
-        return parse_iso(text)
+        return dict(params), parse_iso(params["as_of"]) if "as_of" in params else None
     except ValueError:
         raise error(
             400, "as_of must be an instant with a UTC offset, like 2026-07-30T10:52:00.000Z."

@@ -4,6 +4,8 @@ so a page shows only what works without restating the role list."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import falcon
@@ -24,19 +26,17 @@ BAD_TICKET = (
 )
 
 
+@dataclass
 class Authentication:
-    """Falcon middleware; `public` operations and OPTIONS (a CORS preflight) need no key.
-
-    Without an Authorization header, an operation that takes `tickets` serves a `?ticket=` as
-    its key's principal. `req.context.key_hash` (a ticket's key's) lets a subscription watch
-    for its revocation. With a `budget`, each request is counted against its organization's:
-    before any database read when the key is cached (a key's organization never changes).
+    """Falcon middleware. Without an Authorization header, an operation that takes `tickets`
+    serves a `?ticket=` as its key's principal; `req.context.key_hash` (a ticket's key's) lets a
+    subscription watch for its revocation. With a `budget`, a request is counted against its
+    organization's before any database read when the key is cached (its organization is fixed).
     """
 
-    def __init__(self, keys: Keys, tickets: Tickets, budget: OrgBudget | None = None):
-        self.keys = keys
-        self.tickets = tickets
-        self.budget = budget
+    keys: Keys
+    tickets: Tickets
+    budget: OrgBudget | None = None
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
@@ -50,50 +50,39 @@ class Authentication:
         req.context.key_generation = self.keys.generation
         header = req.get_header("Authorization")
         if header is None and operation is not None and operation.tickets and TICKET in req.params:
-            principal, hashed = self._by_ticket(req)
+            redeemed = self.tickets.redeem(single(req.params, TICKET) or "")
+            if redeemed is None:
+                raise error(401, BAD_TICKET)
+            principal, hashed = redeemed.principal, redeemed.key_hash
             self._spend(principal.organization)
         else:
-            principal, hashed = self._by_key(header or "")
+            principal, hashed = by_key(self.keys, header or "", self._spend)
         req.context.principal = principal
         req.context.key_hash = hashed
-
-    def _by_key(self, header: str) -> tuple[Principal, str]:
-        hashed = bearer_hash(header)
-        cached = None if self.budget is None else self.keys.cached(hashed)
-        if cached is not None:
-            self._spend(cached.organization)
-        principal = self.keys.authenticate_hash(hashed)
-        if principal is None:
-            raise error(401)
-        if cached is None:
-            self._spend(principal.organization)
-        return principal, hashed
 
     def _spend(self, organization: str) -> None:
         if self.budget is not None and (wait := self.budget.wait(organization)) > 0:
             raise over_budget(self.budget.policy, wait)
 
-    def _by_ticket(self, req: falcon.Request) -> tuple[Principal, str]:
-        redeemed = self.tickets.redeem(single(req.params, TICKET) or "")
-        if redeemed is None:
-            raise error(401, BAD_TICKET)
-        return redeemed.principal, redeemed.key_hash
 
-
-def by_key(keys: Keys, header: str) -> tuple[Principal, str]:
-    """The principal of a `Bearer` Authorization header and its key's hash; 401 otherwise."""
-    hashed = bearer_hash(header)
-    principal = keys.authenticate_hash(hashed)
-    if principal is None:
-        raise error(401)
-    return principal, hashed
-
-
-def bearer_hash(header: str) -> str:
+def by_key(
+    keys: Keys, header: str, spend: Callable[[str], None] = lambda organization: None
+) -> tuple[Principal, str]:
+    """The principal of a `Bearer` Authorization header and its key's hash, 401 otherwise;
+    `spend(organization)` comes before any database read when the key is cached."""
     scheme, _, key = header.partition(" ")
     if scheme.lower() != "bearer":
         raise error(401)
-    return key_hash(key.strip())
+    hashed = key_hash(key.strip())
+    cached = keys.cached(hashed)
+    if cached is not None:
+        spend(cached.organization)
+    principal = keys.authenticate_hash(hashed)
+    if principal is None:
+        raise error(401)
+    if cached is None:
+        spend(principal.organization)
+    return principal, hashed
 
 
 def principal_of(req: falcon.Request) -> Principal:

@@ -1,9 +1,6 @@
-"""What each route promises, declared beside its resource: `contract = operations(...)`.
-
-Per HTTP method: its request body (the schema that validates it), query parameters, success
-answer and error codes; `titen.api.rest.openapi` turns these into the OpenAPI document. A
-responder without a contract (or the reverse) fails tests/api/test_openapi.py.
-"""
+"""What each route promises, declared beside its resource: `contract = operations(...)`, per
+HTTP method its body, query, success answer and error codes, from which `titen.api.rest.openapi`
+builds the OpenAPI document (a responder without one fails tests/api/test_openapi.py)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ HTML = "text/html"
 
 @dataclass(frozen=True)
 class Link:
-    """An OpenAPI link: a later operation (by operationId) takes a parameter from this one's
-    answer: name → runtime expression, e.g. {"lease_id": "$response.body#/data/lease_id"}."""
+    """A later operation takes a parameter from this one's answer: name → runtime expression."""
 
     operation: str
     parameters: dict[str, str]
@@ -81,13 +77,17 @@ Contract = dict[str, Operation]
 
 
 def operations(**by_method: Operation) -> Contract:
-    """A resource's contract: `operations(get=Operation(...), post=Operation(...))`."""
     return {method.upper(): operation for method, operation in by_method.items()}
 
 
 def answers(data: dict[str, Any]) -> dict[str, Any]:
-    """The schema of a success body: `{"data": …}`."""
+    """A success body: `{"data": …}`."""
     return obj({"data": data})
+
+
+def listing(name: str, item: dict[str, Any]) -> dict[str, Any]:
+    """A page of a list: `{"data": {name: [item, ...], "next_cursor"}}`."""
+    return answers(obj({name: array(item), "next_cursor": nullable(STRING)}))
 
 
 def obj(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -105,7 +105,7 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def ref(name: str) -> dict[str, Any]:
-    """A reference to a named schema of the document's components."""
+    """A named schema of the document's components."""
     return {"$ref": f"#/components/schemas/{name}"}
 
 
@@ -116,5 +116,6 @@ def array(items: dict[str, Any]) -> dict[str, Any]:
 STRING: dict[str, Any] = {"type": "string"}
 INTEGER: dict[str, Any] = {"type": "integer"}
 BOOLEAN: dict[str, Any] = {"type": "boolean"}
+OPEN: dict[str, Any] = {"type": "object", "additionalProperties": True}
 INSTANT: dict[str, Any] = {"type": "string", "format": "date-time"}
 """An instant as `titen.domain.clock.iso` writes it: UTC, milliseconds, `Z`."""

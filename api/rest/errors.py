@@ -13,21 +13,8 @@ from titen.api.rest import jsonrpc
 from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
-from titen.domain.errors import (
-    Contention,
-    Forbidden,
-    InvalidField,
-    LeaseHeld,
-    NotFound,
-    NotTarget,
-)
-from titen.service.outages import (
-    CANDIDATES,
-    ClockDisagrees,
-    OutcomeUnknown,
-    is_outage,
-    is_unwrapped_outage,
-)
+from titen.domain.errors import Contention, Forbidden, InvalidField, LeaseHeld, NotFound, NotTarget
+from titen.service.outages import ClockDisagrees, OutcomeUnknown, is_outage
 
 log = logging.getLogger("titen.api")
 OWN_WORDS: dict[type[Exception], int] = {Forbidden: 403, InvalidField: 400, Contention: 503}
@@ -61,6 +48,7 @@ DEFAULT_MESSAGES = {
     503: "The service is unavailable; retry.",
 }
 OUTAGE = "The database is unavailable; retry shortly."
+CLOCK_DISAGREES = "This node could not agree with the database's clock; nothing was saved; retry."
 OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
 """The 503 whose change may have been saved (UNAVAILABLE: nothing changed): a retry with the
 same Idempotency-Key learns the outcome."""
@@ -78,11 +66,8 @@ class Refusal(falcon.HTTPError):
         code: str | None = None,
         rpc: int | None = None,
     ):
-        headers = None
-        if status == 401:
-            headers = {"WWW-Authenticate": "Bearer"}
-        elif status in (429, 503):
-            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        headers = {401: {"WWW-Authenticate": "Bearer"}, 429: retry, 503: retry}.get(status)
         super().__init__(status, description=message, headers=headers)
         self.envelope_code = code
         self.rpc_code = rpc
@@ -113,7 +98,7 @@ def envelope(
 
 def refusal_of(exc: Exception) -> Refusal | None:
     """The answer to a domain refusal or a database outage, None for anything else (for REST's
-    error handlers and the MCP tools alike)."""
+    error handler and the MCP tools alike)."""
     if isinstance(exc, LeaseHeld):
         return Refusal(409, f"Resource is leased by another principal until {iso(exc.expires_at)}.")
     if isinstance(exc, NotFound):  # its message names the id asked for: cut, it may be huge
@@ -125,6 +110,8 @@ def refusal_of(exc: Exception) -> Refusal | None:
             return Refusal(status, str(exc))
     if isinstance(exc, OutcomeUnknown):
         return Refusal(503, exc.answer, OUTCOME_UNKNOWN)
+    if isinstance(exc, ClockDisagrees):
+        return Refusal(503, CLOCK_DISAGREES)
     if is_outage(exc):
         return Refusal(503, OUTAGE)
     return None
@@ -134,49 +121,29 @@ def message_of(refused: falcon.HTTPError) -> str:
     return refused.description or DEFAULT_MESSAGES.get(refused.status_code) or refused.title
 
 
-def _domain(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
-    raise refusal_of(exc) or exc
-
-
-def _outage(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
-    """Nothing was changed: retry. A condition, not a defect: a warning without a traceback."""
-    if not is_outage(exc):
-        _unexpected(req, resp, exc, params)
-    log.warning(
-        "database unavailable on %s %s: %s: %s",
-        req.method,
-        req.path,
-        type(exc).__name__,
-        str(exc).splitlines()[0] if str(exc) else "",
-        extra={"fields": {"request_id": request_id(req)}},
-    )
-    if isinstance(exc, OutcomeUnknown):
-        raise error(503, exc.answer, code=OUTCOME_UNKNOWN)
-    if isinstance(exc, ClockDisagrees):
-        raise error(
-            503, "This node could not agree with the database's clock; nothing was saved; retry."
-        )
-    raise error(503, OUTAGE)
-
-
-def _unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+def _answer(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
+    """Any failure: a refusal in its words; an outage (nothing changed: retry) also a warning
+    without a traceback, for it is a condition, not a defect; anything else a logged 500."""
     if isinstance(exc, falcon.HTTPError):
         raise exc
-    if is_unwrapped_outage(exc):  # psycopg's own, which REST does not name (storage/outages.py)
-        return _outage(req, resp, exc, params)
-    log.exception(
-        "unhandled error on %s %s",
-        req.method,
-        req.path,
-        extra={"fields": {"request_id": request_id(req)}},
-    )
-    raise error(500)
+    refused = refusal_of(exc)
+    where = {"fields": {"request_id": request_id(req)}}
+    if refused is None:
+        log.exception("unhandled error on %s %s", req.method, req.path, extra=where)
+        raise error(500)
+    if is_outage(exc):
+        first = (str(exc).splitlines() or [""])[0]
+        log.warning(
+            "database unavailable on %s %s: %s: %s",
+            req.method,
+            req.path,
+            type(exc).__name__,
+            first,
+            extra=where,
+        )
+    raise refused
 
 
 def install(app: falcon.App) -> None:
     app.set_error_serializer(serialize)
-    app.add_error_handler(Exception, _unexpected)
-    for kind in (LeaseHeld, NotFound, NotTarget, *OWN_WORDS):
-        app.add_error_handler(kind, _domain)
-    for outage in CANDIDATES:
-        app.add_error_handler(outage, _outage)
+    app.add_error_handler(Exception, _answer)

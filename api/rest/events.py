@@ -1,18 +1,15 @@
 """GET /v1/events (pull, with long-poll), GET /v1/events/stream (Server-Sent Events), and
 POST /v1/events/tickets (for a browser's EventSource, which cannot send a key; not idempotent:
-a replay would store the ticket, a credential).
-
-A key reads its organization's committed public events (an agent's: those it is party to).
-Streams and waiting long-polls wait on the follower's signal, never on a database connection,
-read from memory what the follower read once for all, and take a subscriber slot
-(api/rest/subscribers.py). Revoking the key they were opened with (or their ticket's) ends a
-stream and answers a waiting long-poll 401, in every server process (service/revocations.py).
-"""
+a replay would store a credential). Streams and waiting long-polls take a subscriber slot and
+wait on the follower's signal, never on a database connection; revoking their key (or their
+ticket's) ends them in every server process (service/revocations.py)."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +17,10 @@ from typing import Any
 import falcon
 
 from titen.api.rest.auth import TICKET, key_of, principal_of
+from titen.api.rest.connections import WATCH_CLIENT
 from titen.api.rest.contract import (
     EVENT_STREAM,
     INSTANT,
-    INTEGER,
     STRING,
     TOO_MANY_SUBSCRIBERS,
     Operation,
@@ -35,7 +32,9 @@ from titen.api.rest.contract import (
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN, error
 from titen.api.rest.handoffs import HANDOFF
+from titen.api.rest.leases import HOLDING
 from titen.api.rest.methods import is_head
+from titen.api.rest.metrics import SUBSCRIBERS
 from titen.api.rest.paging import (
     LIMIT,
     decimal,
@@ -45,22 +44,18 @@ from titen.api.rest.paging import (
     reject_unknown,
     single,
 )
-from titen.api.rest.subscribers import Subscribers
 from titen.domain.clock import iso
 from titen.domain.events import PUBLISHED
-from titen.domain.published import (
-    HANDOFF_ACCEPTED,
-    HANDOFF_CREATED,
-    HANDOFF_REJECTED,
-    LEASE_ACQUIRED,
-)
+from titen.domain.published import LEASE_ACQUIRED
 from titen.service import request_budget
 from titen.service.keys import Principal
 from titen.service.read_models import Published, RecentEvents
+from titen.service.revocations import Revocations
 from titen.service.tickets import Tickets
 
 MAX_WAIT_SECONDS = 30
 STREAM_BATCH = 500
+ADVICE = "close one, or poll GET /v1/events without wait."
 AFTER = {
     "type": "string",
     "description": "Resume after this cursor (an event's `cursor`, a `next_cursor`); `latest` "
@@ -71,22 +66,8 @@ TYPES = {
     "description": f"Comma-separated event types to keep, of: {', '.join(PUBLISHED)}.",
 }
 LEASE_DATA = obj(
-    {
-        "lease_id": STRING,
-        "resource_type": STRING,
-        "resource_id": STRING,
-        "holder": STRING,
-        "acquired_at": INSTANT,
-        "expires_at": INSTANT,
-        "fencing_token": INTEGER,
-    }
+    {k: v for k, v in HOLDING["properties"].items() if k not in ("purpose", "expired")}
 )
-EVENT_DATA = {
-    LEASE_ACQUIRED: LEASE_DATA,
-    HANDOFF_CREATED: HANDOFF,
-    HANDOFF_ACCEPTED: HANDOFF,
-    HANDOFF_REJECTED: HANDOFF,
-}
 
 
 def _event(kind: str) -> dict[str, Any]:
@@ -100,7 +81,7 @@ def _event(kind: str) -> dict[str, Any]:
             "time": INSTANT,
             "subject": STRING,
             "datacontenttype": {"type": "string", "enum": ["application/json"]},
-            "data": EVENT_DATA[kind],
+            "data": LEASE_DATA if kind == LEASE_ACQUIRED else HANDOFF,
             "cursor": STRING,
         }
     )
@@ -129,6 +110,98 @@ FRAME = obj(
 )
 
 
+@dataclass(frozen=True)
+class Limits:
+    total: int
+    per_org: int
+    per_principal: int
+
+
+class Subscribers:
+    """One process's streams and waiting long-polls, each holding a thread: their slots (a
+    limit, 503, and quotas per organization and per principal, 429 TOO_MANY_SUBSCRIBERS,
+    checked first so that a noisy organization is told it is the one over), their heartbeat,
+    and what ends them."""
+
+    def __init__(
+        self,
+        limits: Limits,
+        heartbeat_seconds: float,
+        revocations: Revocations,
+        recent: RecentEvents,
+    ):
+        self.limits = limits
+        self.heartbeat_seconds = heartbeat_seconds
+        self.revocations = revocations
+        self.recent = recent
+        self._lock = threading.Lock()
+        self._held: Counter[tuple[str, ...]] = Counter()  # by (), (org,) and (org, principal)
+
+    def admit(self, principal: Principal) -> None:
+        org, name = principal.organization, principal.name
+        with self._lock:
+            if self._held[org, name] >= self.limits.per_principal:
+                raise _over(f"This principal already holds {self.limits.per_principal}")
+            if self._held[org,] >= self.limits.per_org:
+                raise _over(f"This organization already holds {self.limits.per_org}")
+            if self._held[()] >= self.limits.total:
+                raise error(
+                    503,
+                    f"Too many open subscriptions on this server (limit {self.limits.total}); "
+                    "retry later or poll GET /v1/events without wait.",
+                )
+            self._held.update(_scopes(principal))
+        SUBSCRIBERS.inc()
+        self.recent.subscribe(org)
+
+    def leave(self, principal: Principal) -> None:
+        self.recent.unsubscribe(principal.organization)
+        SUBSCRIBERS.dec()
+        with self._lock:
+            self._held.subtract(_scopes(principal))
+            for scope in _scopes(principal):
+                if not self._held[scope]:
+                    del self._held[scope]
+
+    def client_gone(self, req: falcon.Request) -> Callable[[], bool]:
+        """Whether the client has closed its connection (waiters are woken when it does)."""
+        watch = req.env.get(WATCH_CLIENT)
+        if watch is None:
+            return lambda: False
+        return watch(self.recent.wake)
+
+    def next(
+        self,
+        principal: Principal,
+        after: int,
+        types: tuple[str, ...],
+        limit: int,
+        seconds: float,
+        ended: Callable[[], bool],
+    ) -> list[Published]:
+        """The events after `after`, waiting up to `seconds` for the first; none once `ended`."""
+        recent, organization = self.recent, principal.organization
+        deadline = time.monotonic() + seconds
+        while not ended():
+            seen = recent.version(organization)
+            request_budget.start()  # a fresh deadline: the wait was not on the database
+            events = recent.read(organization, after, types, limit, principal.party)
+            if events or (left := deadline - time.monotonic()) <= 0:
+                return events
+            recent.wait_past(organization, seen, left, ended)
+        return []
+
+
+def _scopes(principal: Principal) -> tuple[tuple[str, ...], ...]:
+    """What a slot counts against: the limit, the organization's quota, the principal's."""
+    return (), (principal.organization,), (principal.organization, principal.name)
+
+
+def _over(holds: str) -> falcon.HTTPError:
+    message = f"{holds} open subscriptions on this server, its quota; {ADVICE}"
+    return error(429, message, TOO_MANY_SUBSCRIBERS)
+
+
 @dataclass
 class Events:
     contract = operations(
@@ -143,7 +216,7 @@ class Events:
                 "wait": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
             },
             answer=answers(obj({"events": array(EVENT), "next_cursor": STRING})),
-            errors=("UNAVAILABLE", TOO_MANY_SUBSCRIBERS),
+            errors=(TOO_MANY_SUBSCRIBERS,),
             tickets=True,
             components=EVENT_SCHEMAS,
         )
@@ -154,36 +227,24 @@ class Events:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         principal = principal_of(req)
-        organization = principal.organization
         reject_unknown(req.params, {"after", "types", "limit", "wait", TICKET})
         after = _after(req, single(req.params, "after"), self.recent)
-        types = _types(req)
-        limit = read_limit(req.params)
-        wait = _wait(req)
-        recent = self.recent
-        party = principal.party
-        events = recent.read_committed(organization, after, types, limit, party)
+        types, limit, wait = _types(req), read_limit(req.params), _wait(req)
+        events = self.recent.read_committed(
+            principal.organization, after, types, limit, principal.party
+        )
         if not events and wait > 0:
             self.subscribers.admit(principal)
             try:
                 with self.subscribers.revocations.watch(*key_of(req)) as watch:
                     gone = self.subscribers.client_gone(req)
-                    deadline = time.monotonic() + wait
-                    while not events and (remaining := deadline - time.monotonic()) > 0:
-                        seen = recent.version(organization)
-                        request_budget.start()  # a fresh deadline: the wait was not on the database
-                        events = recent.read(organization, after, types, limit, party)
-                        if not events:
-                            recent.wait_past(
-                                organization,
-                                seen,
-                                remaining,
-                                lambda: watch.revoked.is_set() or gone(),
-                            )
-                        if watch.revoked.is_set():
-                            raise error(401, "The API key was revoked.")
-                        if gone():
-                            break  # nobody to answer: free the slot now
+
+                    def ended() -> bool:
+                        return watch.revoked.is_set() or gone()
+
+                    events = self.subscribers.next(principal, after, types, limit, wait, ended)
+                    if watch.revoked.is_set():
+                        raise error(401, "The API key was revoked.")
             finally:
                 self.subscribers.leave(principal)
         resp.media = {
@@ -215,7 +276,7 @@ class EventStream:
             ),
             answer=FRAME,
             media=EVENT_STREAM,
-            errors=("UNAVAILABLE", TOO_MANY_SUBSCRIBERS),
+            errors=(TOO_MANY_SUBSCRIBERS,),
             tickets=True,
             components=EVENT_SCHEMAS,
         )
@@ -229,8 +290,7 @@ class EventStream:
         reject_unknown(req.params, {"after", "types", TICKET})
         # EventSource reconnects to its URL, `after` and all, naming its last frame in the header.
         cursor = req.get_header("Last-Event-ID") or single(req.params, "after")
-        after = _after(req, cursor, self.recent)
-        types = _types(req)
+        after, types = _after(req, cursor, self.recent), _types(req)
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
         if is_head(req):
@@ -245,53 +305,44 @@ class EventStream:
         self,
         principal: Principal,
         after: int,
-        types: tuple,
+        types: tuple[str, ...],
         key: tuple[str, int],
         gone: Callable[[], bool],
     ) -> Generator[bytes, None, None]:
-        """Until the key it was opened with is revoked, or its client goes away."""
-        organization, party = principal.organization, principal.party
-        recent, heartbeat = self.recent, self.subscribers.heartbeat_seconds
+        """Until the key it was opened with is revoked, or its client goes away; a comment
+        line after each quiet heartbeat, for proxies."""
         with self.subscribers.revocations.watch(*key) as watch:
 
             def ended() -> bool:
                 return watch.revoked.is_set() or gone()
 
             yield b": connected\n\n"
-            quiet_since = time.monotonic()
             while not ended():
-                seen = recent.version(organization)
-                events = recent.read(organization, after, types, STREAM_BATCH, party)
+                heartbeat = self.subscribers.heartbeat_seconds
+                events = self.subscribers.next(
+                    principal, after, types, STREAM_BATCH, heartbeat, ended
+                )
                 for event in events:
                     yield _frame(event)
                     after = event.position
-                if events:
-                    quiet_since = time.monotonic()
-                    continue
-                if time.monotonic() - quiet_since >= heartbeat:
+                if not events and not ended():
                     yield b": heartbeat\n\n"
-                    quiet_since = time.monotonic()
-                recent.wait_past(
-                    organization, seen, heartbeat - (time.monotonic() - quiet_since), ended
-                )
 
 
 class Stream:
-    """The WSGI body of one stream: `close()` (called by the server, started or not) frees its
-    slot, which a generator's own `finally` would not do before its first frame."""
+    """A stream's WSGI body: `close()`, which the server calls started or not, frees its slot
+    (a generator's own `finally` would not run before its first frame)."""
 
     def __init__(self, frames: Generator[bytes, None, None], leave: Callable[[], None]):
-        self._frames = frames
-        self._leave: Callable[[], None] | None = leave
+        self._frames, self._leave = frames, leave
 
     def __iter__(self) -> Iterator[bytes]:
         return self._frames
 
     def close(self) -> None:
-        leave, self._leave = self._leave, None
-        if leave is not None:
-            self._frames.close()
-            leave()
+        leave, self._leave = self._leave, lambda: None
+        self._frames.close()
+        leave()
 
 
 def _frame(event: Published) -> bytes:
@@ -314,23 +365,17 @@ def _types(req: falcon.Request) -> tuple[str, ...]:
     if raw is None:
         return ()
     types = tuple(dict.fromkeys(t.strip() for t in raw.split(",")))
-    unknown = [t for t in types if t not in PUBLISHED]
-    if unknown or not types:
+    if not types or any(t not in PUBLISHED for t in types):
         raise error(400, f"types must be a comma-separated list of: {', '.join(PUBLISHED)}.")
     return types
 
 
 def _wait(req: falcon.Request) -> float:
     raw = single(req.params, "wait")
-    if raw is None:
-        return 0
-    value = decimal(raw)
+    value = 0 if raw is None else decimal(raw)
     if value is None or not 0 <= value <= MAX_WAIT_SECONDS:
         raise error(400, f"wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS}.")
     return value
-
-
-TICKET_ANSWER = obj({"ticket": STRING, "expires_at": INSTANT})
 
 
 @dataclass
@@ -340,7 +385,7 @@ class EventTickets:
             "createEventTicket",
             "A ticket that opens the event log to a browser: `?ticket=` on GET /v1/events and "
             "GET /v1/events/stream, for 10 minutes, until its key is revoked.",
-            answer=answers(TICKET_ANSWER),
+            answer=answers(obj({"ticket": STRING, "expires_at": INSTANT})),
             status=201,
             errors=(OUTCOME_UNKNOWN,),
             description="A ticket is read-only and accepted nowhere else; it acts as the key "
@@ -352,8 +397,7 @@ class EventTickets:
     tickets: Tickets
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        hashed_key, _ = key_of(req)
-        issued = self.tickets.issue(hashed_key)
+        issued = self.tickets.issue(key_of(req)[0])
         resp.status = falcon.HTTP_201
         resp.set_header("Cache-Control", "no-store")
         resp.media = {"data": {"ticket": issued.ticket, "expires_at": iso(issued.expires_at)}}

@@ -15,14 +15,14 @@ from titen.api.rest.contract import (
     Link,
     Operation,
     answers,
-    array,
+    listing,
     nullable,
     obj,
     operations,
 )
 from titen.api.rest.errors import error
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.paging import PAGE_QUERY, next_page, read_page, single
+from titen.api.rest.paging import PAGE_QUERY, read_page, single
 from titen.api.validation import validator
 from titen.domain.handoff import FIELDS, RESOLVED_FIELDS, public_fields
 from titen.domain.limits import NAME_LENGTH
@@ -39,6 +39,8 @@ SCOPE = {
     "enum": [ORGANIZATION],
     "description": "organization: every pending handoff of the organization, not the inbox.",
 }
+INBOX = {"subject_id": schemas.text(NAME_LENGTH)}
+IN_ORGANIZATION = {"scope": SCOPE, "to_principal": schemas.text(NAME_LENGTH)}
 FIELD_SCHEMAS = {
     "handoff_id": STRING,
     "from_principal": STRING,
@@ -65,7 +67,6 @@ class Handoffs:
             status=201,
             body=schemas.CREATE_HANDOFF,
             answer=answers(obj({"handoff_id": STRING, "status": STATUS})),
-            errors=("UNAVAILABLE",),
             idempotent=True,
             links={
                 "GetHandoff": Link("getHandoff", {"handoff_id": HANDOFF_ID}),
@@ -76,13 +77,8 @@ class Handoffs:
             "listInbox",
             "The caller's inbox: pending handoffs addressed to it, oldest first, paged; with "
             "scope=organization, every pending handoff of the organization.",
-            query={
-                **PAGE_QUERY,
-                "subject_id": schemas.text(NAME_LENGTH),
-                "scope": SCOPE,
-                "to_principal": schemas.text(NAME_LENGTH),
-            },
-            answer=answers(obj({"handoffs": array(INBOX_ITEM), "next_cursor": nullable(STRING)})),
+            query={**PAGE_QUERY, **INBOX, **IN_ORGANIZATION},
+            answer=listing("handoffs", INBOX_ITEM),
             errors=("FORBIDDEN",),
             description="Without `scope`, the inbox: what others handed to the caller, never "
             "what it sent (`subject_id` narrows it). With `scope=organization`, for dispatchers "
@@ -115,7 +111,7 @@ class Handoffs:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         scope = single(req.params, "scope")
         if scope is None:
-            page = read_page(req, filters={"subject_id": NAME_LENGTH})
+            page = read_page(req, INBOX)
             rows = self.handoffs.pending(
                 principal_of(req),
                 after=page.after,
@@ -125,15 +121,16 @@ class Handoffs:
         else:
             if scope != ORGANIZATION:
                 raise error(400, f"scope must be {ORGANIZATION}, or left out for the inbox.")
-            page = read_page(req, filters={"scope": len(ORGANIZATION), "to_principal": NAME_LENGTH})
+            page = read_page(req, IN_ORGANIZATION)
             rows = self.handoffs.pending_in_organization(
                 principal_of(req),
                 after=page.after,
                 limit=page.limit + 1,
                 to_principal=page.filters.get("to_principal"),
             )
-        shown, cursor = next_page(req, rows, page.limit, lambda row: row.position)
-        resp.media = {"data": {"handoffs": [row.fields for row in shown], "next_cursor": cursor}}
+        resp.media = page.answer(
+            req, "handoffs", rows, lambda row: row.position, lambda row: row.fields
+        )
 
 
 @dataclass
@@ -161,7 +158,7 @@ class HandoffResolution:
             "Accept or reject a pending handoff, once, as its target.",
             body=schemas.RESOLVE_HANDOFF,
             answer=answers(HANDOFF),
-            errors=("NOT_FOUND", "UNAVAILABLE"),
+            errors=("NOT_FOUND",),
             idempotent=True,
         )
     )

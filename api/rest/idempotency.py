@@ -1,10 +1,8 @@
 """The Idempotency-Key header: a retried POST gets the first answer again instead of running twice.
 
-The first 2xx answer is stored in the command's own transaction (titen.service.answers); failures
-are not, so their retries run again. A repeat arriving while the first runs waits for it in this
-process (up to WAIT_SECONDS, else 409), or in another meets the stored answer's unique row and
-replays it. docs/idempotency.md has the whole contract.
-"""
+The first 2xx answer is stored in the command's own transaction (titen.service.answers), failures
+are not. A repeat arriving while the first runs waits for it in this process (up to WAIT_SECONDS,
+else 409), or in another meets the stored answer's unique row (docs/idempotency.md)."""
 
 from __future__ import annotations
 
@@ -24,21 +22,14 @@ from titen.api.rest.errors import error
 from titen.api.validation import Checker
 from titen.domain.errors import DomainError
 from titen.service import request_budget
-from titen.service.answers import (
-    AlreadyAnswered,
-    Answer,
-    Kept,
-    Scope,
-    StoredAnswers,
-    fingerprint,
-)
+from titen.service.answers import AlreadyAnswered, Answer, Kept, Scope, StoredAnswers, fingerprint
+from titen.service.application import Keep
 from titen.service.keys import Principal
 
 T = TypeVar("T")
 HEADER = "Idempotency-Key"
 KEY = re.compile(r"[!-~]{1,255}")
 WAIT_SECONDS = 10.0
-Keep = Callable[[T], Kept]  # a command's result → the answer stored with its events
 
 
 @dataclass
@@ -59,40 +50,25 @@ class Idempotency:
         resp: falcon.Response,
         checker: Checker | None,
         status: int,
-        command: Callable[[Principal, Any, Keep[T] | None], T],
+        command: Callable[[Principal, Any, Keep], T],
         render: Callable[[T], dict[str, Any]],
         kept: Callable[[T], dict[str, Any]] | None = None,
     ) -> None:
-        """A POST: its body checked by `checker` (None: it has none), then `command(caller, body,
-        keep)` run and answered as `run` does."""
+        """Answer `status` and `render(command(caller, body, keep))`, the body checked by
+        `checker` (None: it has none), or replay the stored answer; the service stores
+        `keep(result)` with its events. `kept` renders what is stored, when that must be less
+        than the first answer (a secret is answered once)."""
         body = read_json(req, checker) if checker is not None else None
-        caller = principal_of(req)
-        self.run(req, resp, body, status, lambda keep: command(caller, body, keep), render, kept)
-
-    def run(
-        self,
-        req: falcon.Request,
-        resp: falcon.Response,
-        body: Any,
-        status: int,
-        command: Callable[[Keep[T] | None], T],
-        render: Callable[[T], dict[str, Any]],
-        kept: Callable[[T], dict[str, Any]] | None = None,
-    ) -> None:
-        """Answer `status` and `render(command(keep))`, or replay the stored answer; the service
-        stores `keep(result)` with its events. `kept` renders what is stored, when that must be
-        less than the first answer (a secret is answered once)."""
-        key = req.get_header(HEADER)
+        caller, key = principal_of(req), req.get_header(HEADER)
         if key is None:
-            resp.status, resp.media = status, render(command(None))
+            resp.status, resp.media = status, render(command(caller, body, None))
             return
         if not KEY.fullmatch(key):
             raise error(
                 400,
                 f"{HEADER} must be 1 to 255 characters from ! to ~ (printable ASCII, no spaces).",
             )
-        principal = principal_of(req)
-        scope = Scope(principal.organization, principal.name, req.method, req.path, key)
+        scope = Scope(caller.organization, caller.name, req.method, req.path, key)
         print_ = fingerprint(body)
         flight = self._take_off(scope, print_)
         try:
@@ -105,7 +81,7 @@ class Idempotency:
                 return Kept(scope, Answer(print_, status, json.dumps((kept or render)(value))))
 
             try:
-                value = command(keep)
+                value = command(caller, body, keep)
             except (AlreadyAnswered, DomainError) as failure:
                 # Another process may have run it meanwhile: its stored answer is the answer.
                 stored = self.answers.find(scope)

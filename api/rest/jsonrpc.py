@@ -12,6 +12,7 @@ SESSION_HEADER = "Mcp-Session-Id"
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INTERNAL_ERROR = -32603
+ID_WORDS = "id must be a string, an integer or null."
 NOT_A_MESSAGE = (
     "The request body must be one JSON-RPC 2.0 message: an object with jsonrpc 2.0 and a "
     "method (a request or a notification), or a result or an error (a response)."
@@ -50,10 +51,6 @@ def problem(message: Any) -> str | None:
     return None
 
 
-def _is_id(value: Any) -> bool:
-    return value is None or isinstance(value, str) or _is_integer(value)
-
-
 def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -67,9 +64,9 @@ def _is_error(value: Any) -> bool:
 
 
 MEMBERS: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-    ("id", _is_id, "id must be a string, an integer or null."),
-    ("method", lambda value: isinstance(value, str), "method must be of type string."),
-    ("params", lambda value: isinstance(value, dict), "params must be an object."),
-    ("result", lambda value: isinstance(value, dict), "result must be an object."),
+    ("id", lambda v: v is None or isinstance(v, str) or _is_integer(v), ID_WORDS),
+    ("method", lambda v: isinstance(v, str), "method must be of type string."),
+    ("params", lambda v: isinstance(v, dict), "params must be an object."),
+    ("result", lambda v: isinstance(v, dict), "result must be an object."),
     ("error", _is_error, "error must be an object with an integer code and a string message."),
 )

@@ -1,8 +1,6 @@
-"""POST /v1/leases (acquire), GET /v1/leases (held leases), GET and DELETE /v1/leases/{lease_id}.
-
-GET of one lease is what a holder asks right before its destructive step: it answers only while
-the lease is the resource's current term, read from the event log, with its fencing token.
-"""
+"""POST /v1/leases (acquire), GET /v1/leases (held leases), GET and DELETE /v1/leases/{lease_id}:
+the one lease while it is its resource's current term, as a holder asks before a destructive
+step (`expired` too, for nothing sweeps a lease nobody replaced)."""
 
 from __future__ import annotations
 
@@ -22,14 +20,13 @@ from titen.api.rest.contract import (
     Link,
     Operation,
     answers,
-    array,
-    nullable,
+    listing,
     obj,
     operations,
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.paging import PAGE_QUERY, next_page, read_page
+from titen.api.rest.paging import PAGE_QUERY, read_page
 from titen.api.validation import validator
 from titen.domain.clock import iso
 from titen.domain.lease import Holding
@@ -37,7 +34,7 @@ from titen.domain.limits import NAME_LENGTH
 from titen.service.leases import LeaseService
 
 ACQUIRE = validator(schemas.ACQUIRE)
-LIST_FILTERS = {"resource_type": NAME_LENGTH, "holder": NAME_LENGTH}
+FILTERS = {"resource_type": schemas.text(NAME_LENGTH), "holder": schemas.text(NAME_LENGTH)}
 LEASE_ID = "$response.body#/data/lease_id"
 HOLDING = obj(
     {
@@ -65,7 +62,7 @@ class Leases:
             answer=answers(
                 obj({"lease_id": STRING, "expires_at": INSTANT, "fencing_token": INTEGER})
             ),
-            errors=("CONFLICT", "UNAVAILABLE"),
+            errors=("CONFLICT",),
             idempotent=True,
             links={
                 "GetLease": Link("getLease", {"lease_id": LEASE_ID}),
@@ -75,12 +72,8 @@ class Leases:
         get=Operation(
             "listLeases",
             "The organization's unreleased leases, newest first, paged (an agent's own only).",
-            query={
-                **PAGE_QUERY,
-                "resource_type": schemas.text(NAME_LENGTH),
-                "holder": schemas.text(NAME_LENGTH),
-            },
-            answer=answers(obj({"leases": array(HOLDING), "next_cursor": nullable(STRING)})),
+            query={**PAGE_QUERY, **FILTERS},
+            answer=listing("leases", HOLDING),
             description="Dispatchers and operators see every held lease of the organization; "
             "an agent sees the leases it holds (a `holder` filter naming another finds none). "
             "An expired lease nobody replaced is listed, with `expired` true, until released "
@@ -109,7 +102,7 @@ class Leases:
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page = read_page(req, filters=LIST_FILTERS)
+        page = read_page(req, FILTERS)
         listed = self.leases.held(
             principal_of(req),
             before=page.after or None,
@@ -117,9 +110,13 @@ class Leases:
             holder=page.filters.get("holder"),
             resource_type=page.filters.get("resource_type"),
         )
-        shown, cursor = next_page(req, listed, page.limit, lambda row: row[0].position)
-        leases = [{**row.fields, "expired": expired} for row, expired in shown]
-        resp.media = {"data": {"leases": leases, "next_cursor": cursor}}
+        resp.media = page.answer(
+            req,
+            "leases",
+            listed,
+            lambda row: row[0].position,
+            lambda row: {**row[0].fields, "expired": row[1]},
+        )
 
 
 @dataclass
@@ -135,7 +132,7 @@ class Lease:
             "releaseLease",
             "Release the lease (its holder, or an operator of the organization).",
             answer=answers(obj({"lease_id": STRING, "released_at": INSTANT})),
-            errors=("NOT_FOUND", "UNAVAILABLE", OUTCOME_UNKNOWN),
+            errors=("NOT_FOUND", OUTCOME_UNKNOWN),
         ),
     )
 
@@ -143,7 +140,8 @@ class Lease:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
         holding, expired = self.leases.get(principal_of(req), lease_id)
-        resp.media = {"data": holding_view(holding, expired=expired)}
+        fields = {k: iso(v) if isinstance(v, datetime) else v for k, v in asdict(holding).items()}
+        resp.media = {"data": {**fields, "expired": expired}}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
         released_at = self.leases.release(principal_of(req), lease_id)
@@ -158,9 +156,3 @@ def acquired(holding: Holding) -> dict[str, Any]:
             "fencing_token": holding.fencing_token,
         }
     }
-
-
-def holding_view(holding: Holding, *, expired: bool) -> dict[str, Any]:
-    """A current lease on the wire, with `expired` (nothing sweeps one nobody replaced)."""
-    fields = {k: iso(v) if isinstance(v, datetime) else v for k, v in asdict(holding).items()}
-    return {**fields, "expired": expired}

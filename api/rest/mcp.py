@@ -1,10 +1,9 @@
 """`/mcp`: the agent's two MCP tools (titen.api.mcp_tools) over Streamable HTTP, per request key.
 
 The MCP SDK's transport runs stateless on a loop thread (api/rest/asgi.py), inside Falcon's
-middleware like every route; refusals are JSON-RPC errors in REST's words (jsonrpc.py). Titen
-issues `Mcp-Session-Id` bound to the key (domain/mcp_sessions.py), so any worker of any node
-serves any request. Nothing is streamed: GET and DELETE answer 405, so no thread is held.
-"""
+middleware like every route; refusals are JSON-RPC errors in REST's words (jsonrpc.py). An
+`Mcp-Session-Id` is bound to the key (domain/mcp_sessions.py), so any worker of any node serves
+any request; nothing is streamed (GET and DELETE answer 405), so no thread is held."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from titen.api.rest import jsonrpc
 from titen.api.rest.asgi import AsgiBridge
 from titen.api.rest.auth import key_of, principal_of
 from titen.api.rest.body import parse_json, read_body, require_json
-from titen.api.rest.contract import Operation, operations, ref
+from titen.api.rest.contract import INTEGER, OPEN, STRING, Operation, obj, operations, ref
 from titen.api.rest.errors import Refusal, error, message_of
 from titen.api.rest.settings import parse_origin
 from titen.domain.mcp_sessions import SessionIds
@@ -39,47 +38,34 @@ FOREIGN_ORIGIN = (
 )
 ID = {"type": ["string", "integer", "null"]}
 JSON_RPC = {
-    "type": "object",
+    **obj(
+        {
+            "jsonrpc": {"type": "string", "enum": ["2.0"]},
+            "id": ID,
+            "method": STRING,
+            "params": OPEN,
+            "result": OPEN,
+            "error": OPEN,
+        },
+        optional=("id", "method", "params", "result", "error"),
+    ),
     "description": "A JSON-RPC 2.0 message of the Model Context Protocol: a request (`id`, "
     "`method`, `params`), a notification (no `id`) or a response (`result` or `error`).",
-    "properties": {
-        "jsonrpc": {"type": "string", "enum": ["2.0"]},
-        "id": ID,
-        "method": {"type": "string"},
-        "params": {"type": "object", "additionalProperties": True},
-        "result": {"type": "object", "additionalProperties": True},
-        "error": {"type": "object", "additionalProperties": True},
-    },
-    "required": ["jsonrpc"],
     "additionalProperties": True,
 }
 MCP_ERROR = "McpError"
+DATA = {**obj({"code": ref("ErrorCode")}), "additionalProperties": True}
 JSON_RPC_ERROR = {
-    "type": "object",
+    **obj(
+        {
+            "jsonrpc": {"type": "string", "enum": ["2.0"]},
+            "id": ID,
+            "error": obj({"code": INTEGER, "message": STRING, "data": DATA}, optional=("data",)),
+        }
+    ),
     "description": "A JSON-RPC 2.0 error. Titen's refusals (401, 403, 413, 415, 429, 503...) "
     "carry REST's message, and its code in `data.code`; the protocol's own (400, 404, 406) "
     "may carry no `data`.",
-    "properties": {
-        "jsonrpc": {"type": "string", "enum": ["2.0"]},
-        "id": ID,
-        "error": {
-            "type": "object",
-            "properties": {
-                "code": {"type": "integer"},
-                "message": {"type": "string"},
-                "data": {
-                    "type": "object",
-                    "properties": {"code": ref("ErrorCode")},
-                    "required": ["code"],
-                    "additionalProperties": True,
-                },
-            },
-            "required": ["code", "message"],
-            "additionalProperties": False,
-        },
-    },
-    "required": ["jsonrpc", "id", "error"],
-    "additionalProperties": False,
 }
 PROTOCOL_ERRORS = (400, 404, 406)  # the SDK's own JSON-RPC errors
 

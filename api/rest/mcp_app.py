@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
@@ -23,10 +24,14 @@ log = logging.getLogger("titen.api")
 
 
 def transport(leases: LeaseService, handoffs: HandoffService, path: str, caller: str) -> Starlette:
-    """The SDK's transport at `path`, the tools acting as the scope's `caller`."""
+    """The SDK's transport at `path`, the tools acting as the scope's `caller` (the SDK hands
+    each call its HTTP request)."""
 
     def agent(ctx: Context) -> ServiceAgent:
-        return ServiceAgent(leases, handoffs, caller_of(ctx, caller))
+        request = ctx.request_context.request
+        if request is None:
+            raise RuntimeError("an MCP tool over HTTP was called without its HTTP request")
+        return ServiceAgent(leases, handoffs, request.scope[caller])
 
     return build(agent).streamable_http_app(
         streamable_http_path=path,
@@ -38,18 +43,11 @@ def transport(leases: LeaseService, handoffs: HandoffService, path: str, caller:
     )
 
 
-def caller_of(ctx: Context, caller: str) -> Principal:
-    request = ctx.request_context.request
-    if request is None:  # the SDK hands every HTTP request's own to the call
-        raise RuntimeError("an MCP tool over HTTP was called without its HTTP request")
-    return request.scope[caller]
-
-
+@dataclass
 class ServiceAgent:
-    def __init__(self, leases: LeaseService, handoffs: HandoffService, caller: Principal):
-        self.leases = leases
-        self.handoffs = handoffs
-        self.caller = caller
+    leases: LeaseService
+    handoffs: HandoffService
+    caller: Principal
 
     def acquire_lease(
         self, resource_type: str, resource_id: str, purpose: str, ttl_seconds: int

@@ -7,8 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from titen.api.rest.contract import JSON, STATUS_OF, STRING, Contract, Operation, ref
-from titen.api.rest.errors import CODES
+from titen.api.rest.contract import JSON, STATUS_OF, STRING, Contract, Operation, obj, ref
 
 VERSION = "0.1.0"
 IDEMPOTENCY_KEY = {
@@ -49,6 +48,11 @@ RATE_LIMIT = {
     },
 }
 """The headers of a 429 TOO_MANY_REQUESTS (api/rest/budget.py)."""
+HEADERS = {
+    401: {"WWW-Authenticate": WWW_AUTHENTICATE},
+    429: {"Retry-After": RETRY_AFTER, **RATE_LIMIT},
+    503: {"Retry-After": RETRY_AFTER},
+}
 REASONS = {
     400: "The request is malformed; the message names the field.",
     401: "No valid API key.",
@@ -66,6 +70,15 @@ REASONS = {
     "the envelope on every route).",
     500: "Internal error.",
     503: "Unavailable for now; retry.",
+}
+ERROR_CODE = {
+    "type": "string",
+    "description": "What went wrong, for a program to act on; `message` says it in words.",
+    "enum": sorted(STATUS_OF, key=lambda code: (STATUS_OF[code], code)),
+}
+ERROR = {
+    **obj({"error": obj({"code": ref("ErrorCode"), "message": STRING})}),
+    "description": "Every error answer but `/mcp`'s.",
 }
 
 
@@ -114,7 +127,7 @@ def document(routes: Iterable[tuple[str, Any]]) -> dict[str, Any]:
                     "its key. Used only when no Authorization header is sent.",
                 },
             },
-            "schemas": {"ErrorCode": _codes(), "Error": ERROR, **named},
+            "schemas": {"ErrorCode": ERROR_CODE, "Error": ERROR, **named},
         },
         "security": [{"bearer": []}],
     }
@@ -134,19 +147,16 @@ def _operation(template: str, operation: Operation) -> dict[str, Any]:
     elif operation.tickets:
         spec["security"] = [{"bearer": []}, {"ticket": []}]
     if operation.body is not None:
-        spec["requestBody"] = {
-            "required": True,
-            "content": {JSON: {"schema": operation.body}},
-        }
+        spec["requestBody"] = {"required": True, "content": {JSON: {"schema": operation.body}}}
     return spec
 
 
 def _parameters(template: str, operation: Operation) -> list[dict[str, Any]]:
-    parameters = [
+    path = [
         {"name": name, "in": "path", "required": True, "schema": STRING}
         for name in re.findall(r"{(\w+)}", template)
     ]
-    parameters += [
+    query = [
         {
             "name": name,
             "in": "query",
@@ -155,16 +165,14 @@ def _parameters(template: str, operation: Operation) -> list[dict[str, Any]]:
         }
         for name, schema in operation.query.items()
     ]
-    parameters += list(operation.headers)
-    if operation.idempotent:
-        parameters.append(IDEMPOTENCY_KEY)
-    return parameters
+    return [*path, *query, *operation.headers, *([IDEMPOTENCY_KEY] if operation.idempotent else [])]
 
 
 def _responses(operation: Operation) -> dict[str, Any]:
-    success: dict[str, Any] = {"description": operation.summary}
-    schema = STRING if operation.answer is None else operation.answer
-    success["content"] = {operation.media: {"schema": schema}}
+    success: dict[str, Any] = {
+        "description": operation.summary,
+        "content": {operation.media: {"schema": operation.answer or STRING}},
+    }
     if operation.idempotent:
         success["headers"] = {"Idempotent-Replayed": REPLAYED}
     if operation.links:
@@ -173,8 +181,9 @@ def _responses(operation: Operation) -> dict[str, Any]:
             for name, link in operation.links.items()
         }
     responses = {str(status): success for status in (operation.status, *operation.also)}
-    for status in operation.bodiless:
-        responses[str(status)] = {"description": "Accepted; no body."}
+    responses |= {
+        str(status): {"description": "Accepted; no body."} for status in operation.bodiless
+    }
     by_status: dict[int, list[str]] = {}
     for code in operation.error_codes():
         by_status.setdefault(STATUS_OF[code], []).append(code)
@@ -183,13 +192,8 @@ def _responses(operation: Operation) -> dict[str, Any]:
         responses[str(status)] = {
             "description": f"{REASONS[status]} Codes: {', '.join(codes)}.",
             "content": {JSON: {"schema": ref(shape)}},
+            **({"headers": HEADERS[status]} if status in HEADERS else {}),
         }
-        if status in (429, 503):
-            responses[str(status)]["headers"] = {"Retry-After": RETRY_AFTER}
-        elif status == 401:
-            responses[str(status)]["headers"] = {"WWW-Authenticate": WWW_AUTHENTICATE}
-        if CODES[429] in codes:
-            responses[str(status)]["headers"].update(RATE_LIMIT)
     protocol = "The protocol's own error (JSON-RPC)."
     for status in operation.protocol_errors:  # in the operation's error shape
         if str(status) in responses:
@@ -200,28 +204,3 @@ def _responses(operation: Operation) -> dict[str, Any]:
                 "content": {JSON: {"schema": ref(operation.error_schema)}},
             }
     return responses
-
-
-def _codes() -> dict[str, Any]:
-    """Every error code, in the order of their statuses."""
-    return {
-        "type": "string",
-        "description": "What went wrong, for a program to act on; `message` says it in words.",
-        "enum": sorted(STATUS_OF, key=lambda code: (STATUS_OF[code], code)),
-    }
-
-
-ERROR = {
-    "type": "object",
-    "description": "Every error answer but `/mcp`'s.",
-    "properties": {
-        "error": {
-            "type": "object",
-            "properties": {"code": ref("ErrorCode"), "message": {"type": "string"}},
-            "required": ["code", "message"],
-            "additionalProperties": False,
-        }
-    },
-    "required": ["error"],
-    "additionalProperties": False,
-}

@@ -1,8 +1,6 @@
-"""Query-string paging for list routes: `limit`, an opaque `cursor`, and named filters.
-
-A cursor wraps the position of the last item a page returned, sealed with the store's key
-(domain/cursors.py): a mangled or made-up cursor is a 400, never a silently different page.
-"""
+"""Query-string paging for list routes: `limit`, an opaque `cursor`, and named filters. A cursor
+is sealed with the store's key (domain/cursors.py): a mangled or made-up one is a 400, never a
+silently different page."""
 
 from __future__ import annotations
 
@@ -33,6 +31,22 @@ class Page:
     limit: int
     after: int  # resume after this position (0: from the start)
     filters: dict[str, str]
+    of_log: bool
+
+    def answer(
+        self,
+        req: falcon.Request,
+        name: str,
+        found: list[T],
+        position: Callable[[T], int],
+        show: Callable[[T], Any],
+    ) -> dict[str, Any]:
+        """`{"data": {name: [...], "next_cursor"}}` of `found` (read with `limit + 1`); the
+        cursor is None at the end."""
+        shown = found[: self.limit]
+        more = len(found) > self.limit
+        cursor = encode_cursor(req, position(shown[-1]), of_log=self.of_log) if more else None
+        return {"data": {name: [show(item) for item in shown], "next_cursor": cursor}}
 
 
 class StoreCursors:
@@ -45,21 +59,24 @@ class StoreCursors:
         req.context.cursors = self.cursors
 
 
-def read_page(req: falcon.Request, filters: dict[str, int], *, of_log: bool = True) -> Page:
-    """Parse the query string; `filters` maps each allowed filter to its maximum length
+def read_page(
+    req: falcon.Request, filters: Mapping[str, dict[str, Any]] = {}, *, of_log: bool = True
+) -> Page:
+    """Parse the query string, the filters by their schemas as the contract publishes them
     (`of_log`: the cursor stands for a log position, see `Cursors.open`)."""
     params = req.params
     reject_unknown(params, {"limit", "cursor", *filters})
     cursor = single(params, "cursor")
     chosen = {}
-    for name, max_length in filters.items():
+    for name, schema in filters.items():
         value = single(params, name)
         if value is not None:
-            chosen[name] = _filter(name, value, max_length)
+            chosen[name] = _filter(name, value, schema.get("maxLength", len(value)))
     return Page(
         limit=read_limit(params),
         after=0 if cursor is None else decode_cursor(req, cursor, of_log=of_log),
         filters=chosen,
+        of_log=of_log,
     )
 
 
@@ -90,20 +107,6 @@ def decode_cursor(
 
 def encode_cursor(req: falcon.Request, position: int, *, of_log: bool = True) -> str:
     return req.context.cursors.seal(position, of_log=of_log)
-
-
-def next_page(
-    req: falcon.Request,
-    found: list[T],
-    limit: int,
-    position: Callable[[T], int],
-    *,
-    of_log: bool = True,
-) -> tuple[list[T], str | None]:
-    """The page of `found` (read with `limit + 1`) and the cursor after it, None at the end."""
-    shown = found[:limit]
-    more = len(found) > limit
-    return shown, encode_cursor(req, position(shown[-1]), of_log=of_log) if more else None
 
 
 ASCII_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")

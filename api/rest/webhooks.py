@@ -1,8 +1,5 @@
 """The webhook routes: subscriptions to the organization's event log, pushed as signed POSTs.
-
-A subscription's secret is answered once, by create and rotate-secret, and never stored with
-the answer an Idempotency-Key replays.
-"""
+A secret is answered once, by create and rotate-secret, never stored with the replayed answer."""
 
 from __future__ import annotations
 
@@ -20,16 +17,19 @@ from titen.api.rest.contract import (
     Operation,
     answers,
     array,
+    listing,
     nullable,
     obj,
     operations,
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.paging import PAGE_QUERY, next_page, read_page
+from titen.api.rest.paging import PAGE_QUERY, read_page
 from titen.api.validation import validator
 from titen.domain.events import PUBLISHED
+from titen.service.application import Keep
 from titen.service.consumers import ACTIVE, FAILING
+from titen.service.keys import Principal
 from titen.service.targets import Targets
 from titen.service.webhooks import Webhook, Webhooks
 
@@ -73,7 +73,7 @@ class WebhookList:
             "listWebhooks",
             "The caller's subscriptions (an operator's: the organization's), oldest first.",
             query=PAGE_QUERY,
-            answer=answers(obj({"webhooks": array(WEBHOOK), "next_cursor": nullable(STRING)})),
+            answer=listing("webhooks", WEBHOOK),
         ),
     )
 
@@ -100,12 +100,9 @@ class WebhookList:
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page = read_page(req, filters={}, of_log=False)
+        page = read_page(req, of_log=False)
         found = self.webhooks.listing(principal_of(req), after=page.after, limit=page.limit + 1)
-        shown, cursor = next_page(req, found, page.limit, lambda hook: hook.seq, of_log=False)
-        resp.media = {
-            "data": {"webhooks": [hook.public() for hook in shown], "next_cursor": cursor}
-        }
+        resp.media = page.answer(req, "webhooks", found, lambda hook: hook.seq, Webhook.public)
 
 
 @dataclass
@@ -151,15 +148,11 @@ class WebhookSecret:
     idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        self.idempotency.post(
-            req,
-            resp,
-            None,  # no body: the key's scope (this webhook's path) is the whole request
-            200,
-            lambda caller, _, keep: self.webhooks.rotate_secret(caller, webhook_id, keep=keep),
-            with_secret,
-            without_secret,
-        )
+        def rotate(caller: Principal, _: Any, keep: Keep) -> tuple[Webhook, str]:
+            return self.webhooks.rotate_secret(caller, webhook_id, keep=keep)
+
+        # No body: the key's scope (this webhook's path) is the whole request.
+        self.idempotency.post(req, resp, None, 200, rotate, with_secret, without_secret)
 
 
 @dataclass
@@ -178,14 +171,10 @@ class WebhookEnable:
     idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        self.idempotency.post(
-            req,
-            resp,
-            None,
-            200,
-            lambda caller, _, keep: self.webhooks.enable(caller, webhook_id, keep=keep),
-            lambda webhook: {"data": webhook.public()},
-        )
+        def enable(caller: Principal, _: Any, keep: Keep) -> Webhook:
+            return self.webhooks.enable(caller, webhook_id, keep=keep)
+
+        self.idempotency.post(req, resp, None, 200, enable, lambda hook: {"data": hook.public()})
 
 
 def with_secret(created: tuple[Webhook, str]) -> dict[str, Any]:
@@ -201,7 +190,7 @@ class WebhookDeliveries:
             "listWebhookDeliveries",
             "The subscription's delivery attempts, newest first, paged.",
             query=PAGE_QUERY,
-            answer=answers(obj({"deliveries": array(ATTEMPT), "next_cursor": nullable(STRING)})),
+            answer=listing("deliveries", ATTEMPT),
             errors=("NOT_FOUND",),
         )
     )
@@ -210,14 +199,14 @@ class WebhookDeliveries:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         """Newest first; `next_cursor` continues with older attempts."""
-        page = read_page(req, filters={}, of_log=False)
+        page = read_page(req, of_log=False)
         before = page.after or None
         found = self.webhooks.attempts(
             principal_of(req), webhook_id, before=before, limit=page.limit + 1
         )
-        shown, cursor = next_page(req, found, page.limit, lambda row: row[0], of_log=False)
-        deliveries = [asdict(attempt) for _, attempt in shown]
-        resp.media = {"data": {"deliveries": deliveries, "next_cursor": cursor}}
+        resp.media = page.answer(
+            req, "deliveries", found, lambda row: row[0], lambda row: asdict(row[1])
+        )
 
 
 def without_secret(created: tuple[Webhook, str]) -> dict[str, Any]:
