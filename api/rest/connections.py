@@ -221,7 +221,7 @@ class Channel(HTTPChannel):
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], bool]:
         """Call `on_gone` (from the loop) when the client closes or the server stops; returns
-        whether either has happened (api/rest/subscribers.py)."""
+        whether either has happened (api/rest/events.py)."""
         self.on_gone = on_gone
         self.tell_loop()
         return lambda: self.server.stopping or self.check_client_disconnected()
