@@ -228,10 +228,15 @@ class InlinePostgresRecorder(InlineRecording, PostgresApplicationRecorder):
         assert conn.autocommit
         # The insert's statements are numbered (storage/numbered.py): a RawCursor sends them.
         with conn.cursor() as curs, psycopg.RawCursor(conn) as inserting:
-            with conn.pipeline():
-                curs.execute("BEGIN")
-                self._insert_stored_events(inserting, stored_events)  # lock, NOTIFY, insert
-            inserted = inserting.fetchall()
+            try:
+                with conn.pipeline():
+                    curs.execute("BEGIN")
+                    self._insert_stored_events(inserting, stored_events)  # lock, NOTIFY, insert
+                inserted = inserting.fetchall()
+            except Exception as failed:
+                if is_outage(failed):  # no COMMIT was sent: nothing to settle
+                    raise _RollBack(failed) from failed
+                raise  # as the library's error (a duplicate version: IntegrityError)
             positions = [row["notification_id"] for row in inserted]
             committing = False
             try:

@@ -90,8 +90,14 @@ class TcpProxy:
                 _close(client)
                 continue
             upstream.settimeout(None)
-            with self._lock:
-                self._open.update((client, upstream))
+            with self._lock:  # a cut since `up` was read must close this one too
+                up = self._up
+                if up:
+                    self._open.update((client, upstream))
+            if not up:
+                _close(client)
+                _close(upstream)
+                continue
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(
                     target=self._pipe, args=(source, sink, source is client), daemon=True

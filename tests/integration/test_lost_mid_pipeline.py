@@ -15,6 +15,7 @@ import pytest
 
 from titen.service.bootstrap import bootstrap
 from titen.storage.outages import NotCommitted
+from titen.storage.postgres import InlinePostgresRecorder
 
 
 def test_a_lookup_that_fails_on_a_lost_connection_is_not_committed_and_records_no_failure(
@@ -59,5 +60,48 @@ def test_a_lookup_that_fails_on_a_lost_connection_is_not_committed_and_records_n
             organization="acme", key=handoff, by="agent_bob", accept=True
         )
         assert resolved.position == app.recorder.max_notification_id()
+    finally:
+        services.close()
+
+
+def test_a_connection_lost_before_the_commit_is_sent_is_not_committed_without_settling(
+    postgres_database: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Lost in the first round trip (the insert), no COMMIT has left: nothing landed, and that
+    is known without asking the store, which in an outage cannot answer (else OUTCOME_UNKNOWN
+    where UNAVAILABLE is the truth)."""
+    services = bootstrap(postgres_database, pool_size=3)
+    fetched = psycopg.RawCursor.fetchall
+    lost: list[psycopg.Connection] = []
+    settled: list[Exception] = []
+
+    def fetchall(self: psycopg.RawCursor) -> list:
+        """The insert's answer, read after the first pipeline: the connection died before it."""
+        if not lost:
+            lost.append(self.connection)
+            self.connection.pgconn.finish()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return fetched(self)
+
+    def settle(
+        recorder: InlinePostgresRecorder, connection: object, events: object, failed: Exception
+    ):
+        settled.append(failed)
+        raise AssertionError("settled a commit that was never sent")
+
+    monkeypatch.setattr(psycopg.RawCursor, "fetchall", fetchall)
+    monkeypatch.setattr(InlinePostgresRecorder, "_settle", settle)
+    try:
+        with pytest.raises(NotCommitted):
+            services.app.acquire_lease(
+                organization="acme",
+                resource_type="deploy",
+                resource_id="r",
+                holder="agent_alice",
+                purpose="p",
+                ttl_seconds=60,
+            )
+        assert lost, "the fault was not injected"
+        assert settled == []
     finally:
         services.close()
