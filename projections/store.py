@@ -136,6 +136,11 @@ class Writer:
         self._send(self._renamed(template), params)  # never held: its rows are read at once
         return [dict(row) for row in self._cursor.fetchall()]
 
+    def columns(self, table: str) -> set[str]:
+        """The names of a table's columns (none when it does not exist)."""
+        template, params = self._store.columns_sql(self._tables.get(table, table))
+        return {row["name"] for row in self.fetchall(template, params)}
+
     def _renamed(self, template: str) -> str:
         for live, other in self._tables.items():
             template = template.replace("{" + live + "}", "{" + other + "}")
@@ -343,6 +348,10 @@ class ViewStore(TrackingRecorder, ABC):
         return list(names)
 
     @abstractmethod
+    def columns_sql(self, table: str) -> tuple[str, list[Any]]:
+        """A query of a table's column names (`name`, one row each), and its parameters."""
+
+    @abstractmethod
     def log_sql(self, events_table: str) -> str:
         """The events table's rows between two positions, in log order."""
 
@@ -401,6 +410,9 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
 
     def _placeholders(self, statement: str) -> str:
         return statement.replace("%s", "?")
+
+    def columns_sql(self, table: str) -> tuple[str, list[Any]]:
+        return "SELECT name FROM pragma_table_info(%s)", [table]
 
     def log_sql(self, events_table: str) -> str:
         return (

@@ -332,3 +332,23 @@ def test_the_store_keeps_its_unkeyed_resource_ids_for_good(upgraded: Upgraded):
         assert rows == [{"resource_ids": UNKEYED_UUID5}]
     finally:
         restarted.close()
+
+
+def test_the_held_leases_are_listed_from_the_one_unreleased_lease_table(upgraded: Upgraded):
+    """Releases that kept the listing in a read model of its own (or had none) leave a
+    lease_index without positions: it is applied again from the log, and the listing's table
+    is gone with its tracking record."""
+    ops = bearer(upgraded.key("acme", "ops"))
+    listed = upgraded.http.simulate_get("/v1/leases", headers=ops).json["data"]["leases"]
+    held = [
+        lease
+        for lease in upgraded.manifest["leases"]
+        if lease["organization"] == "acme" and lease["state"] in ("active", "expired_unreleased")
+    ]
+    assert sorted(lease["lease_id"] for lease in listed) == sorted(h["lease_id"] for h in held)
+    store = upgraded.services.store
+    tracked = store.query(f"SELECT application_name FROM {store.tracking_table}")
+    assert "lease_listing" not in {row["application_name"] for row in tracked}
+    with store.writing() as writer:
+        assert writer.columns("lease_listing") == set()
+        assert {"fencing_token", "position"} <= writer.columns("lease_index")
