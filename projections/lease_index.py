@@ -72,7 +72,7 @@ class LeaseIndex(Projection):
             " organization TEXT NOT NULL, resource_type TEXT NOT NULL,"
             " resource_id TEXT NOT NULL, holder TEXT NOT NULL, purpose TEXT NOT NULL,"
             " acquired_at TEXT NOT NULL, expires_at TEXT NOT NULL,"
-            " fencing_token BIGINT NOT NULL, position BIGINT NOT NULL)",
+            " fencing_token BIGINT NOT NULL, position BIGINT NOT NULL){CLUSTERED}",
             "CREATE INDEX IF NOT EXISTS lease_index_organization ON {lease_index}"
             " (organization, position)",
             "CREATE INDEX IF NOT EXISTS lease_index_holder ON {lease_index}"

@@ -271,6 +271,10 @@ class ViewStore(TrackingRecorder, ABC):
     notifies: bool = False
     """Whether a change can be pushed to every process at once (PostgreSQL's NOTIFY): else a
     process learns of another's change by reading it (SQLite, a store on one host)."""
+    clustered: str = ""
+    """What `{CLUSTERED}` in a template becomes, after a CREATE TABLE whose rows its primary key
+    orders: SQLite's WITHOUT ROWID, so a row goes into one B-tree rather than a rowid table and
+    its key's index. PostgreSQL's tables are heaps beside their indexes either way."""
     merges_inserts: bool = False
     """Whether a command's inline write merges its read models' one-row INSERTs (`Writer`):
     on PostgreSQL each statement costs the client's Python about 20 us, under the events
@@ -374,7 +378,7 @@ def _compile(store: ViewStore, template: str) -> str:
 
 class _Qualified(dict[str, str]):
     def __init__(self, store: ViewStore):
-        super().__init__()
+        super().__init__(CLUSTERED=store.clustered)
         self._store = store
 
     def __missing__(self, table: str) -> str:
@@ -384,6 +388,7 @@ class _Qualified(dict[str, str]):
 class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
     tracking_table = "tracking"
     single_writer = True
+    clustered = " WITHOUT ROWID"
 
     def _transaction(self, *, commit: bool) -> Any:
         return self.datastore.transaction(commit=commit)

@@ -47,3 +47,12 @@ def test_a_page_of_held_leases_is_a_range_scan_of_one_index(services, filters, r
 def test_a_page_of_the_organizations_handoffs_is_a_range_scan_of_its_index(services):
     shown = plan(services, organization_query(), ["acme", 0, 51])
     one_range_scan(shown, "handoff_inbox_organization", "handoff_inbox")
+
+
+@pytest.mark.backends("sqlite")
+def test_on_sqlite_the_unreleased_leases_and_the_parties_are_stored_in_their_key_order(services):
+    """WITHOUT ROWID: an acquire's row of each goes into one B-tree, not a rowid table and the
+    index of its primary key."""
+    for table in ("lease_index", "event_parties"):
+        shapes = services.store.query("SELECT sql FROM sqlite_master WHERE name = %s", [table])
+        assert shapes[0]["sql"].endswith("WITHOUT ROWID"), shapes
