@@ -2,32 +2,27 @@
 
     .venv/bin/python bench/instructions.py [--acquires 100,600] [--before CHECKOUT] [--rounds 1]
 
-Seconds of CPU swing by a third between runs on a shared machine, which hides a change of a few
-percent however many pairs are run; an instruction count does not move with the machine's load.
-Each count runs a child under `valgrind --tool=callgrind`: a fresh SQLite store, 200 acquires to
-warm up, then N acquires of new resources through the Falcon app as waitress calls it (as
-bench/profile_acquire.py does). Two children, of the two counts in `--acquires`, run at once;
-the difference of their totals divided by the difference of the counts is what one more
-acquire costs, start-up and warm-up cancelled out. It is split by shared object (the
-interpreter, SQLite, the C library, the rest), read from callgrind's own output.
-
-`--before` counts another checkout's code too (its `src/` first on the import path), so a change
-is one subtraction of two repeatable figures. Instructions are not time: a system call or a
-page read costs far more than its instructions, and a served acquire's HTTP, request threads
-and other worker processes are not in the count (the store's own threads are: the WAL
-checkpointer, and the clock's re-anchoring, which valgrind's slowness makes more frequent);
-docs/performance.md, "Round fourteen".
+An instruction count does not move with the machine's load. Two children run under callgrind:
+a fresh store, 200 acquires to warm up, then N (each count of `--acquires`) through the Falcon
+app as waitress calls it, with `titen serve --workers 1`'s organization budget; the difference
+of their totals over the difference of the counts is one more acquire, split by shared object.
+`--before` counts a checkout's code too (a folder: `git worktree add --detach FOLDER REV`; each
+child checks it imported that checkout's `src/titen`, a namespace package). Not counted: system
+calls' and page reads' real cost, a served acquire's HTTP and the other worker processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 WARM_UP = 200
 OBJECTS = {"libpython": "Python", "libsqlite3": "SQLite", "libc.so": "C library"}
@@ -49,37 +44,59 @@ def main() -> None:
     if len(counts) != 2:
         parser.error("--acquires takes two different counts, comma-separated")
     low, high = counts
-    builds = [("before", Path(args.before).resolve() / "src")] if args.before else []
-    builds.append(("this checkout", None))
+    builds = [("before", source_of(Path(args.before)))] if args.before else []
+    builds.append(("this checkout", source_of(Path(__file__).resolve().parents[1])))
     for _ in range(args.rounds):
         for name, source in builds:
             report(name, per_acquire(source, low, high))
+
+
+def source_of(checkout: Path) -> Path:
+    """The folder a checkout's `titen` imports from (its `src/`); a path that is not a
+    checkout (a revision's name, say) is refused rather than counting this checkout's code."""
+    source = checkout.resolve() / "src"
+    if not (source / "titen" / "service").is_dir():
+        raise SystemExit(f"{checkout} is not a checkout of titen (no src/titen/service)")
+    return source
 
 
 def child(acquires: int) -> None:
     """Acquire `acquires` new resources after a warm-up, in this process (under valgrind)."""
     from profile_acquire import acquire  # beside this script, first on the import path
 
+    import titen.service
     from titen.api.rest.app import create_app
     from titen.service.bootstrap import bootstrap
 
+    given = Path(os.environ["PYTHONPATH"], "titen", "service")
+    if Path(titen.service.__file__).parent != given:
+        raise SystemExit(f"imported {titen.service.__file__}, not the code in {given}")
     with tempfile.TemporaryDirectory() as folder:
         services = bootstrap(f"sqlite:///{folder}/count.db", pool_size=4)
         try:
             key = services.keys.create("bench", "agent_bench", "agent")
-            app = create_app(services)
+            app = create_app(services, **served(create_app))
             acquire(app, key, WARM_UP, "warm")
             acquire(app, key, acquires, "counted")
         finally:
             services.close()
 
 
-def per_acquire(source: Path | None, low: int, high: int) -> Counter[str]:
-    """Instructions of one more acquire, by shared object (and "total")."""
+def served(create_app: Callable[..., Any]) -> dict[str, Any]:
+    """What `titen serve --workers 1` adds to `create_app`'s services: the organization's
+    budget at its default rate, where the checkout has one."""
+    if "budget" not in inspect.signature(create_app).parameters:
+        return {}
+    from titen.api.rest.budget import org_budget
+    from titen.api.rest.settings import DEFAULTS
+
+    return {"budget": org_budget(DEFAULTS)}
+
+
+def per_acquire(source: Path, low: int, high: int) -> Counter[str]:
+    """Instructions of one more acquire of `source`'s code, by shared object (and "total")."""
     with tempfile.TemporaryDirectory() as folder:
-        environment = dict(os.environ)
-        if source is not None:
-            environment["PYTHONPATH"] = f"{source}{os.pathsep}{environment.get('PYTHONPATH', '')}"
+        environment = {**os.environ, "PYTHONPATH": str(source)}
         outputs = {n: Path(folder) / f"callgrind.{n}" for n in (low, high)}
         children = [
             subprocess.Popen(

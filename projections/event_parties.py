@@ -27,7 +27,7 @@ class EventParties(Projection):
         return [
             "CREATE TABLE IF NOT EXISTS {event_parties} ("
             " organization TEXT NOT NULL, principal TEXT NOT NULL, position BIGINT NOT NULL,"
-            " PRIMARY KEY (organization, principal, position))"
+            " PRIMARY KEY (organization, principal, position)){CLUSTERED}"
         ]
 
     def apply(self, writer: Writer, event: Any, position: int) -> None:

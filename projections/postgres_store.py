@@ -113,6 +113,13 @@ class PostgresViewStore(PostgresTrackingRecorder, ViewStore):
     def claim_params(self, names: Sequence[str]) -> list[Any]:
         return [list(names), list(names)]
 
+    def columns_sql(self, table: str) -> tuple[str, list[Any]]:
+        return (
+            "SELECT column_name AS name FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = %s",
+            [self.datastore.schema, table],
+        )
+
     def log_sql(self, events_table: str) -> str:
         return (
             "SELECT notification_id, originator_id, originator_version, topic, state"

@@ -29,6 +29,9 @@ from titen.projections.store import HeldRowsFailed, ViewStore, Writer
 from titen.storage.inline import Recorded
 
 BATCH = 500
+RETIRED = {"lease_listing": ("lease_listing",)}
+"""Read models of earlier releases that this one no longer keeps, and their tables (the held
+leases' listing is lease_index's now): dropped, with their tracking records and failures."""
 
 
 class Projector:
@@ -53,15 +56,23 @@ class Projector:
         The tracking records are claimed first, as a command's inline write does (it moves them
         before it writes any read-model row): `CREATE INDEX IF NOT EXISTS` locks its table
         against writers even when the index exists, and taken before the claim it would deadlock
-        with a command holding the records and waiting to write that table.
+        with a command holding the records and waiting to write that table. A projection whose
+        tables an earlier release shaped differently starts again from the log's beginning.
         """
         with self.store.writing() as writer:
             writer.claim_all(self._names)
             for projection in self.projections.values():
+                if projection.outdated(writer.columns):
+                    _drop(writer, projection.tables)
+                    writer.set_position(projection.name, 0)
                 for statement in projection.schema():
                     writer.execute(statement)
             for statement in self.failures.schema():
                 writer.execute(statement)
+            for name, tables in RETIRED.items():
+                _drop(writer, tables)
+                writer.forget(name)
+                writer.execute("DELETE FROM {projection_failures} WHERE projection = %s", [name])
 
     def write(self, cursor: Any, recorded: Recorded) -> None:
         """Apply newly recorded events inside the transaction that records them."""
@@ -141,6 +152,11 @@ class Projector:
                     if position > start:
                         _apply(projection, writer, event, position)
             writer.advance(behind, last)
+
+
+def _drop(writer: Writer, tables: Sequence[str]) -> None:
+    for table in tables:
+        writer.execute(f"DROP TABLE IF EXISTS {{{table}}}")
 
 
 def _apply(projection: Projection, writer: Writer, event: Any, position: int) -> None:

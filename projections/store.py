@@ -136,6 +136,11 @@ class Writer:
         self._send(self._renamed(template), params)  # never held: its rows are read at once
         return [dict(row) for row in self._cursor.fetchall()]
 
+    def columns(self, table: str) -> set[str]:
+        """The names of a table's columns (none when it does not exist)."""
+        template, params = self._store.columns_sql(self._tables.get(table, table))
+        return {row["name"] for row in self.fetchall(template, params)}
+
     def _renamed(self, template: str) -> str:
         for live, other in self._tables.items():
             template = template.replace("{" + live + "}", "{" + other + "}")
@@ -266,6 +271,10 @@ class ViewStore(TrackingRecorder, ABC):
     notifies: bool = False
     """Whether a change can be pushed to every process at once (PostgreSQL's NOTIFY): else a
     process learns of another's change by reading it (SQLite, a store on one host)."""
+    clustered: str = ""
+    """What `{CLUSTERED}` in a template becomes, after a CREATE TABLE whose rows its primary key
+    orders: SQLite's WITHOUT ROWID, so a row goes into one B-tree rather than a rowid table and
+    its key's index. PostgreSQL's tables are heaps beside their indexes either way."""
     merges_inserts: bool = False
     """Whether a command's inline write merges its read models' one-row INSERTs (`Writer`):
     on PostgreSQL each statement costs the client's Python about 20 us, under the events
@@ -343,6 +352,10 @@ class ViewStore(TrackingRecorder, ABC):
         return list(names)
 
     @abstractmethod
+    def columns_sql(self, table: str) -> tuple[str, list[Any]]:
+        """A query of a table's column names (`name`, one row each), and its parameters."""
+
+    @abstractmethod
     def log_sql(self, events_table: str) -> str:
         """The events table's rows between two positions, in log order."""
 
@@ -365,7 +378,7 @@ def _compile(store: ViewStore, template: str) -> str:
 
 class _Qualified(dict[str, str]):
     def __init__(self, store: ViewStore):
-        super().__init__()
+        super().__init__(CLUSTERED=store.clustered)
         self._store = store
 
     def __missing__(self, table: str) -> str:
@@ -375,6 +388,7 @@ class _Qualified(dict[str, str]):
 class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
     tracking_table = "tracking"
     single_writer = True
+    clustered = " WITHOUT ROWID"
 
     def _transaction(self, *, commit: bool) -> Any:
         return self.datastore.transaction(commit=commit)
@@ -401,6 +415,9 @@ class SQLiteViewStore(SQLiteTrackingRecorder, ViewStore):
 
     def _placeholders(self, statement: str) -> str:
         return statement.replace("%s", "?")
+
+    def columns_sql(self, table: str) -> tuple[str, list[Any]]:
+        return "SELECT name FROM pragma_table_info(%s)", [table]
 
     def log_sql(self, events_table: str) -> str:
         return (

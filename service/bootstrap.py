@@ -16,7 +16,6 @@ from titen.projections.handoff_directory import HandoffDirectory
 from titen.projections.inbox import Inbox
 from titen.projections.lease_directory import LeaseDirectory
 from titen.projections.lease_index import LeaseIndex
-from titen.projections.lease_listing import LeaseListing
 from titen.projections.lease_terms import LeaseTerms
 from titen.projections.projector import Projector
 from titen.projections.recent_events import RecentEvents
@@ -57,7 +56,6 @@ class Services:
     mcp_sessions: SessionIds
     lease_directory: LeaseDirectory
     lease_terms: LeaseTerms
-    lease_listing: LeaseListing
     handoff_directory: HandoffDirectory
     recent_events: RecentEvents
     keys: Keys
@@ -114,7 +112,6 @@ def bootstrap(
         event_log = EventLog(store, cursors)
         lease_directory = LeaseDirectory(store)
         lease_terms = LeaseTerms(store)
-        lease_listing = LeaseListing(store)
         handoff_directory = HandoffDirectory(store)
         event_parties = EventParties(store)
         projections = [
@@ -124,7 +121,6 @@ def bootstrap(
             lease_directory,
             lease_terms,
             handoff_directory,
-            lease_listing,
             event_parties,
         ]
         failures = Failures(store, clock, [p.name for p in projections])
@@ -157,7 +153,7 @@ def bootstrap(
     app.on_commit.append(recent_events.committed)
     revocations = Revocations(keys, webhook_presence)
     revocations.on_revoked(recent_events.wake)
-    leases = LeaseService(app, lease_index, lease_directory, lease_listing, clock)
+    leases = LeaseService(app, lease_index, lease_directory, clock)
     return Services(
         database=database,
         clock=clock,
@@ -171,7 +167,6 @@ def bootstrap(
         mcp_sessions=mcp_sessions,
         lease_directory=lease_directory,
         lease_terms=lease_terms,
-        lease_listing=lease_listing,
         handoff_directory=handoff_directory,
         recent_events=recent_events,
         keys=keys,

@@ -12,8 +12,7 @@ from titen.domain.clock import Clock, parse_iso
 from titen.domain.errors import LeaseHeld, NotFound
 from titen.domain.lease import Holding, has_expired
 from titen.projections.lease_directory import LeaseDirectory
-from titen.projections.lease_index import LeaseIndex
-from titen.projections.lease_listing import LeaseListing, ListedLease
+from titen.projections.lease_index import LeaseIndex, ListedLease
 from titen.service import metrics
 from titen.service.application import Keep, Titen
 from titen.service.keys import Principal
@@ -25,13 +24,11 @@ class LeaseService:
         app: Titen,
         index: LeaseIndex,
         directory: LeaseDirectory,
-        listing: LeaseListing,
         clock: Clock,
     ):
         self.app = app
         self.index = index
         self.directory = directory
-        self.listing = listing
         self.clock = clock
 
     def acquire(
@@ -113,7 +110,7 @@ class LeaseService:
             if holder not in (None, caller.name):
                 return []
             holder = caller.name
-        rows = self.listing.page(
+        rows = self.index.page(
             caller.organization,
             before=before,
             limit=limit,

@@ -30,7 +30,6 @@ PROJECTIONS = (
     "lease_directory",
     "lease_terms",
     "handoff_directory",
-    "lease_listing",
     "event_parties",
 )
 

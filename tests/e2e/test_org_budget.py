@@ -79,8 +79,9 @@ def _spend(budget: OrgBudget, organization: str, count: int, allowed) -> None:
     allowed.put(sum(budget.wait(organization) == 0 for _ in range(count)))
 
 
-def test_forked_processes_spend_one_bucket_per_organization():
-    budget = OrgBudget(rate=0.01, slots=64)  # a burst of 1, refilled in 100 s
+def test_forked_processes_spend_one_bucket_per_organization(tmp_path):
+    # A burst of 1, refilled in 100 s, shared by the processes forked from this one.
+    budget = OrgBudget(rate=0.01, lock_path=str(tmp_path / "org-budget"), slots=64)
     assert budget.policy.burst == 1
     fork = multiprocessing.get_context("fork")
     allowed = fork.Queue()
@@ -126,9 +127,25 @@ def test_processes_and_threads_at_once_spend_no_more_than_the_burst_and_the_rate
     assert budget.policy.burst <= total <= budget.policy.burst + 50 * elapsed + 1
 
 
-def test_a_full_table_gives_the_stalest_slot_to_a_new_organization():
-    budget = OrgBudget(rate=0.01, slots=4)
+def test_a_process_of_its_own_spends_its_own_buckets():
+    budget = OrgBudget(rate=0.01, slots=64)  # no lock file: this process's buckets only
+    fork = multiprocessing.get_context("fork")
+    allowed = fork.Queue()
+    child = fork.Process(target=_spend, args=(budget, "acme", 5, allowed))
+    child.start()
+    child.join()
+    assert allowed.get() == 1
+    assert budget.wait("acme") == 0  # the child spent its copy's token, not this process's
+    assert budget.wait("acme") > 0
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["one process", "shared"])
+def test_a_full_table_gives_the_stalest_slot_to_a_new_organization(tmp_path, shared):
+    lock = str(tmp_path / "org-budget") if shared else None
+    budget = OrgBudget(rate=0.01, lock_path=lock, slots=4)
     for n in range(4):
         assert budget.wait(f"org{n}") == 0
-    assert budget.wait("newcomer") == 0  # took over the slot unused longest
+    assert budget.wait("org0") > 0  # used again: org1 is now the one unused longest
+    assert budget.wait("newcomer") == 0  # took over a slot
     assert budget.wait("newcomer") > 0
+    assert budget.wait("org0") > 0  # kept its spent bucket

@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 
 from titen.projections.inbox import organization_query
-from titen.projections.lease_listing import page_query
+from titen.projections.lease_index import page_query
 from titen.service.bootstrap import Services
 
 LEASE_PAGES = [
-    ([], False, "lease_listing_organization"),
-    ([], True, "lease_listing_organization"),
-    (["holder"], True, "lease_listing_holder"),
-    (["resource_type"], False, "lease_listing_organization"),  # filtered in the scan
-    (["holder", "resource_type"], True, "lease_listing_holder"),
+    ([], False, "lease_index_organization"),
+    ([], True, "lease_index_organization"),
+    (["holder"], True, "lease_index_holder"),
+    (["resource_type"], False, "lease_index_organization"),  # filtered in the scan
+    (["holder", "resource_type"], True, "lease_index_holder"),
 ]
 
 
@@ -40,10 +40,19 @@ def one_range_scan(shown: str, index: str, table: str) -> None:
 def test_a_page_of_held_leases_is_a_range_scan_of_one_index(services, filters, resumed, index):
     params = ["acme", *(["x"] * len(filters)), *([10] if resumed else []), 101]
     one_range_scan(
-        plan(services, page_query(filters, resumed=resumed), params), index, "lease_listing"
+        plan(services, page_query(filters, resumed=resumed), params), index, "lease_index"
     )
 
 
 def test_a_page_of_the_organizations_handoffs_is_a_range_scan_of_its_index(services):
     shown = plan(services, organization_query(), ["acme", 0, 51])
     one_range_scan(shown, "handoff_inbox_organization", "handoff_inbox")
+
+
+@pytest.mark.backends("sqlite")
+def test_on_sqlite_the_unreleased_leases_and_the_parties_are_stored_in_their_key_order(services):
+    """WITHOUT ROWID: an acquire's row of each goes into one B-tree, not a rowid table and the
+    index of its primary key."""
+    for table in ("lease_index", "event_parties"):
+        shapes = services.store.query("SELECT sql FROM sqlite_master WHERE name = %s", [table])
+        assert shapes[0]["sql"].endswith("WITHOUT ROWID"), shapes

@@ -114,7 +114,6 @@ def test_on_postgres_a_save_sends_its_events_and_each_tables_rows_in_few_stateme
                 "lease_directory",
                 "lease_terms",
                 "event_parties",
-                "lease_listing",
             ],
             1,
         )

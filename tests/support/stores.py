@@ -22,6 +22,7 @@ RELEASE_SCHEMAS = {
     # fixture (its folder and its files' stem): the schema its PostgreSQL dump names
     "previous_release": "titen_fixture_prev",  # before the `titen` namespace
     "before_inline": "titen_fixture_before_inline",  # before inline read models (b3ba8ee)
+    "two_lease_tables": "titen_fixture_two_lease_tables",  # lease_index and lease_listing (354eb8a)
 }
 
 
