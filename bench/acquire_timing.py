@@ -38,11 +38,11 @@ def store(backend: str) -> Iterator[str]:
             yield url
 
 
-def make_keys(database: str, wanted: list[tuple[str, str]]) -> list[str]:
-    """One agent key per (organization, principal)."""
+def make_keys(database: str, wanted: list[tuple[str, str, str]]) -> list[str]:
+    """One key per (organization, principal, role)."""
     services = bootstrap(database, pool_size=2)
     try:
-        return [services.keys.create(org, principal, "agent") for org, principal in wanted]
+        return [services.keys.create(org, principal, role) for org, principal, role in wanted]
     finally:
         services.close()
 

@@ -37,8 +37,9 @@ from titen.service.bootstrap import bootstrap
 def measure(database: str, events: int, rate: float, streams: int, two_processes: bool) -> dict:
     services = bootstrap(database, pool_size=2)
     writer_key = services.keys.create("acme", "writer", "agent")
-    # A key per stream: a principal holds only so many (--max-subscribers-per-principal).
-    reader_keys = [services.keys.create("acme", f"reader{n}", "agent") for n in range(streams)]
+    # A key per stream (a principal holds only so many: --max-subscribers-per-principal), of a
+    # dispatcher: an agent's stream carries only the events it is party to.
+    reader_keys = [services.keys.create("acme", f"reader{n}", "dispatcher") for n in range(streams)]
     services.close()
     reading = Server(database)
     writing = Server(database) if two_processes else reading

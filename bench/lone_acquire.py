@@ -47,7 +47,7 @@ def serve(titen: str, database: str) -> tuple[subprocess.Popen[bytes], int]:
 
 def measure(titen: str, backend: str, acquires: int) -> list[float]:
     with store(backend) as database:
-        (key,) = make_keys(database, [("bench", "agent_bench")])
+        (key,) = make_keys(database, [("bench", "agent_bench", "agent")])
         process, port = serve(titen, database)
         try:
             acquire_seconds(port, key, 50, "warm")

@@ -72,7 +72,9 @@ def flood(port: int, key: str, seconds: int) -> subprocess.Popen[str]:
 
 def measure(backend: str, rate: float, acquires: int, seconds: int) -> None:
     with store(backend) as database:
-        calm, flooding = make_keys(database, [("calm", "agent_calm"), ("flood", "agent_flood")])
+        calm, flooding = make_keys(
+            database, [("calm", "agent_calm", "agent"), ("flood", "agent_flood", "agent")]
+        )
         process, port = serve(database, rate)
         wrk = None
         try:

@@ -32,7 +32,7 @@ TRICKLE_SECONDS = 5.0
 
 
 def measure(database: str, acquires: int, connections: int, head_timeout: float) -> float:
-    (key,) = make_keys(database, [("acme", "agent_a")])
+    (key,) = make_keys(database, [("acme", "agent_a", "agent")])
     server = Server(database, 16, "--request-head-timeout", str(head_timeout))
     try:
         acquire_seconds(server.port, key, 50, "warm0")

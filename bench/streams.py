@@ -31,10 +31,10 @@ PER_PRINCIPAL = 8
 
 def measure(database: str, acquires: int, streams: int, same_org: bool) -> float:
     owners = [
-        ("acme" if same_org else f"org{n // 16}", f"reader{n // PER_PRINCIPAL}")
+        ("acme" if same_org else f"org{n // 16}", f"reader{n // PER_PRINCIPAL}", "dispatcher")
         for n in range(0, streams, PER_PRINCIPAL)
     ]
-    key, *readers = make_keys(database, [("acme", "writer"), *owners])
+    key, *readers = make_keys(database, [("acme", "writer", "agent"), *owners])
     quotas = ["--max-subscribers-per-org", str(streams)] if same_org else []
     server = Server(database, 16, "--max-subscribers", str(max(streams, 1)), *quotas)
     try:
