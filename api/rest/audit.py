@@ -12,17 +12,7 @@ from typing import Any
 import falcon
 
 from titen.api.rest.auth import principal_of
-from titen.api.rest.contract import (
-    INSTANT,
-    INTEGER,
-    STRING,
-    Operation,
-    answers,
-    array,
-    nullable,
-    obj,
-    operations,
-)
+from titen.api.rest.contract import INSTANT, INTEGER, STRING, answers, array, get, nullable, obj
 from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.paging import PAGE_QUERY, decode_cursor, encode_cursor, read_limit, single
@@ -62,24 +52,22 @@ OPERATOR_ONLY = ("FORBIDDEN",)
 
 @dataclass
 class AuditResource:
-    contract = operations(
-        get=Operation(
-            "auditResource",
-            "The lease terms on a resource, oldest first, paged, replayed from the event log.",
-            query={**RESOURCE, **PAGE_QUERY},
-            required_query=("resource_type", "resource_id"),
-            answer=answers(
-                obj(
-                    {
-                        **WHERE,
-                        **AS_OF_ANSWER,
-                        "terms": array(obj(TERM)),
-                        "next_cursor": nullable(STRING),
-                    }
-                )
-            ),
-            errors=OPERATOR_ONLY,
-        )
+    contract = get(
+        "auditResource",
+        "The lease terms on a resource, oldest first, paged, replayed from the event log.",
+        query={**RESOURCE, **PAGE_QUERY},
+        required_query=("resource_type", "resource_id"),
+        answer=answers(
+            obj(
+                {
+                    **WHERE,
+                    **AS_OF_ANSWER,
+                    "terms": array(obj(TERM)),
+                    "next_cursor": nullable(STRING),
+                }
+            )
+        ),
+        errors=OPERATOR_ONLY,
     )
 
     auditor: Auditor
@@ -106,14 +94,12 @@ class AuditResource:
 
 @dataclass
 class AuditLease:
-    contract = operations(
-        get=Operation(
-            "auditLease",
-            "One lease's term and its events, replayed from the event log.",
-            query={"as_of": AS_OF},
-            answer=answers(obj({**WHERE, **AS_OF_ANSWER, **TERM, "events": array(STEP)})),
-            errors=(*OPERATOR_ONLY, "NOT_FOUND"),
-        )
+    contract = get(
+        "auditLease",
+        "One lease's term and its events, replayed from the event log.",
+        query={"as_of": AS_OF},
+        answer=answers(obj({**WHERE, **AS_OF_ANSWER, **TERM, "events": array(STEP)})),
+        errors=OPERATOR_ONLY,
     )
 
     auditor: Auditor
@@ -124,14 +110,12 @@ class AuditLease:
 
 @dataclass
 class AuditHandoff:
-    contract = operations(
-        get=Operation(
-            "auditHandoff",
-            "One handoff's state and its events, replayed from the event log.",
-            query={"as_of": AS_OF},
-            answer=answers(obj({**AS_OF_ANSWER, **HANDOFF["properties"], "events": array(STEP)})),
-            errors=(*OPERATOR_ONLY, "NOT_FOUND"),
-        )
+    contract = get(
+        "auditHandoff",
+        "One handoff's state and its events, replayed from the event log.",
+        query={"as_of": AS_OF},
+        answer=answers(obj({**AS_OF_ANSWER, **HANDOFF["properties"], "events": array(STEP)})),
+        errors=OPERATOR_ONLY,
     )
 
     auditor: Auditor

@@ -11,7 +11,7 @@ from typing import Any
 import falcon
 
 from titen.api.rest.budget import over_budget
-from titen.api.rest.contract import BOOLEAN, STRING, Operation, answers, obj, operations
+from titen.api.rest.contract import BOOLEAN, STRING, answers, get, obj
 from titen.api.rest.errors import error
 from titen.api.rest.methods import contract_method
 from titen.api.rest.paging import single
@@ -107,15 +107,13 @@ IDENTITY = obj(
 
 
 class Me:
-    contract = operations(
-        get=Operation(
-            "getIdentity",
-            "The key's organization, principal and role, and what the role may do.",
-            answer=answers(IDENTITY),
-            description="`reads_organization`: lists the organization's leases and pending "
-            "handoffs (else only the caller's own); `releases_any_lease`: may release another "
-            "principal's lease; `reads_audit`: may read the audit routes.",
-        )
+    contract = get(
+        "getIdentity",
+        "The key's organization, principal and role, and what the role may do.",
+        answer=answers(IDENTITY),
+        description="`reads_organization`: lists the organization's leases and pending "
+        "handoffs (else only the caller's own); `releases_any_lease`: may release another "
+        "principal's lease; `reads_audit`: may read the audit routes.",
     )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

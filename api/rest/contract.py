@@ -4,8 +4,9 @@ builds the OpenAPI document (a responder without one fails tests/api/test_openap
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec
 
 from titen.api.rest.errors import CODES, OUTCOME_UNKNOWN
 
@@ -23,6 +24,7 @@ STATUS_OF = {
 JSON = "application/json"
 EVENT_STREAM = "text/event-stream"
 HTML = "text/html"
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,12 @@ class Operation:
     protocol_errors: tuple[int, ...] = ()  # answered by a protocol itself (the MCP SDK)
     components: dict[str, dict[str, Any]] = field(default_factory=dict)  # named schemas
 
-    def error_codes(self) -> list[str]:
-        """Every code this operation can answer, in status order (431 before any route)."""
+    def error_codes(self, template: str) -> list[str]:
+        """Every code this operation on `template` can answer, in status order (431 before any
+        route; 404 for an id in the path)."""
         codes = {*self.errors, CODES[431], CODES[500]}
+        if "{" in template:
+            codes.add(CODES[404])
         if not self.public:  # a key is looked up (503 in an outage) and counted (budget.py)
             codes |= {CODES[401], CODES[429], CODES[503]}
         if self.body is not None:
@@ -78,6 +83,18 @@ Contract = dict[str, Operation]
 
 def operations(**by_method: Operation) -> Contract:
     return {method.upper(): operation for method, operation in by_method.items()}
+
+
+def _one(method: str, operation: Callable[P, Operation]) -> Callable[P, Contract]:
+    """A contract of one method, from Operation's arguments: `get(...) | delete(...)` for two."""
+
+    def contract(*args: P.args, **kwargs: P.kwargs) -> Contract:
+        return {method: operation(*args, **kwargs)}
+
+    return contract
+
+
+get, post, delete = _one("GET", Operation), _one("POST", Operation), _one("DELETE", Operation)
 
 
 def answers(data: dict[str, Any]) -> dict[str, Any]:

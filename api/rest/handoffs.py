@@ -13,12 +13,12 @@ from titen.api.rest.contract import (
     INSTANT,
     STRING,
     Link,
-    Operation,
     answers,
+    get,
     listing,
     nullable,
     obj,
-    operations,
+    post,
 )
 from titen.api.rest.errors import error
 from titen.api.rest.idempotency import Idempotency
@@ -60,31 +60,28 @@ HANDOFF = obj({name: FIELD_SCHEMAS[name] for name in RESOLVED_FIELDS})
 
 @dataclass
 class Handoffs:
-    contract = operations(
-        post=Operation(
-            "createHandoff",
-            "Hand a subject to another principal of the organization (pending until resolved).",
-            status=201,
-            body=schemas.CREATE_HANDOFF,
-            answer=answers(obj({"handoff_id": STRING, "status": STATUS})),
-            idempotent=True,
-            links={
-                "GetHandoff": Link("getHandoff", {"handoff_id": HANDOFF_ID}),
-                "ResolveHandoff": Link("resolveHandoff", {"handoff_id": HANDOFF_ID}),
-            },
-        ),
-        get=Operation(
-            "listInbox",
-            "The caller's inbox: pending handoffs addressed to it, oldest first, paged; with "
-            "scope=organization, every pending handoff of the organization.",
-            query={**PAGE_QUERY, **INBOX, **IN_ORGANIZATION},
-            answer=listing("handoffs", INBOX_ITEM),
-            errors=("FORBIDDEN",),
-            description="Without `scope`, the inbox: what others handed to the caller, never "
-            "what it sent (`subject_id` narrows it). With `scope=organization`, for dispatchers "
-            "and operators (an agent gets 403), every pending handoff of the organization, "
-            "oldest first (`to_principal` narrows it to one recipient's).",
-        ),
+    contract = post(
+        "createHandoff",
+        "Hand a subject to another principal of the organization (pending until resolved).",
+        status=201,
+        body=schemas.CREATE_HANDOFF,
+        answer=answers(obj({"handoff_id": STRING, "status": STATUS})),
+        idempotent=True,
+        links={
+            "GetHandoff": Link("getHandoff", {"handoff_id": HANDOFF_ID}),
+            "ResolveHandoff": Link("resolveHandoff", {"handoff_id": HANDOFF_ID}),
+        },
+    ) | get(
+        "listInbox",
+        "The caller's inbox: pending handoffs addressed to it, oldest first, paged; with "
+        "scope=organization, every pending handoff of the organization.",
+        query={**PAGE_QUERY, **INBOX, **IN_ORGANIZATION},
+        answer=listing("handoffs", INBOX_ITEM),
+        errors=("FORBIDDEN",),
+        description="Without `scope`, the inbox: what others handed to the caller, never "
+        "what it sent (`subject_id` narrows it). With `scope=organization`, for dispatchers "
+        "and operators (an agent gets 403), every pending handoff of the organization, "
+        "oldest first (`to_principal` narrows it to one recipient's).",
     )
 
     handoffs: HandoffService
@@ -135,13 +132,10 @@ class Handoffs:
 
 @dataclass
 class HandoffItem:
-    contract = operations(
-        get=Operation(
-            "getHandoff",
-            "One handoff in any status, for its sender and its target.",
-            answer=answers(HANDOFF),
-            errors=("NOT_FOUND",),
-        )
+    contract = get(
+        "getHandoff",
+        "One handoff in any status, for its sender and its target.",
+        answer=answers(HANDOFF),
     )
 
     handoffs: HandoffService
@@ -152,15 +146,12 @@ class HandoffItem:
 
 @dataclass
 class HandoffResolution:
-    contract = operations(
-        post=Operation(
-            "resolveHandoff",
-            "Accept or reject a pending handoff, once, as its target.",
-            body=schemas.RESOLVE_HANDOFF,
-            answer=answers(HANDOFF),
-            errors=("NOT_FOUND",),
-            idempotent=True,
-        )
+    contract = post(
+        "resolveHandoff",
+        "Accept or reject a pending handoff, once, as its target.",
+        body=schemas.RESOLVE_HANDOFF,
+        answer=answers(HANDOFF),
+        idempotent=True,
     )
 
     handoffs: HandoffService

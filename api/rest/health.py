@@ -12,7 +12,7 @@ from typing import Any
 import falcon
 
 from titen.api.rest.auth import by_key
-from titen.api.rest.contract import INTEGER, STRING, Operation, answers, array, obj, operations
+from titen.api.rest.contract import INTEGER, STRING, answers, array, get, obj
 from titen.service import request_budget
 from titen.service.keys import Keys
 from titen.service.readiness import ANSWER_SECONDS, Readiness
@@ -31,13 +31,11 @@ READINESS = obj(
 
 
 class Health:
-    contract = operations(
-        get=Operation(
-            "getHealth",
-            "Liveness: 200 while the process answers HTTP (no database call).",
-            answer=answers(obj({"status": {"type": "string", "enum": ["ok"]}})),
-            public=True,
-        )
+    contract = get(
+        "getHealth",
+        "Liveness: 200 while the process answers HTTP (no database call).",
+        answer=answers(obj({"status": {"type": "string", "enum": ["ok"]}})),
+        public=True,
     )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -46,16 +44,14 @@ class Health:
 
 @dataclass
 class Ready:
-    contract = operations(
-        get=Operation(
-            "getReadiness",
-            "Readiness: ready or unavailable and why in words; with an operator key also the "
-            "database and the read models that failed on an event. The same body with 503 when "
-            "the database does not answer or a read model has a recorded failure.",
-            answer=answers(READINESS),
-            also=(503,),
-            public=True,
-        )
+    contract = get(
+        "getReadiness",
+        "Readiness: ready or unavailable and why in words; with an operator key also the "
+        "database and the read models that failed on an event. The same body with 503 when "
+        "the database does not answer or a read model has a recorded failure.",
+        answer=answers(READINESS),
+        also=(503,),
+        public=True,
     )
 
     readiness: Readiness

@@ -18,11 +18,12 @@ from titen.api.rest.contract import (
     INTEGER,
     STRING,
     Link,
-    Operation,
     answers,
+    delete,
+    get,
     listing,
     obj,
-    operations,
+    post,
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
@@ -53,32 +54,27 @@ HOLDING = obj(
 
 @dataclass
 class Leases:
-    contract = operations(
-        post=Operation(
-            "acquireLease",
-            "Acquire (or, as its holder, renew under a new id) the lease on a resource.",
-            status=201,
-            body=schemas.ACQUIRE,
-            answer=answers(
-                obj({"lease_id": STRING, "expires_at": INSTANT, "fencing_token": INTEGER})
-            ),
-            errors=("CONFLICT",),
-            idempotent=True,
-            links={
-                "GetLease": Link("getLease", {"lease_id": LEASE_ID}),
-                "ReleaseLease": Link("releaseLease", {"lease_id": LEASE_ID}),
-            },
-        ),
-        get=Operation(
-            "listLeases",
-            "The organization's unreleased leases, newest first, paged (an agent's own only).",
-            query={**PAGE_QUERY, **FILTERS},
-            answer=listing("leases", HOLDING),
-            description="Dispatchers and operators see every held lease of the organization; "
-            "an agent sees the leases it holds (a `holder` filter naming another finds none). "
-            "An expired lease nobody replaced is listed, with `expired` true, until released "
-            "or replaced.",
-        ),
+    contract = post(
+        "acquireLease",
+        "Acquire (or, as its holder, renew under a new id) the lease on a resource.",
+        status=201,
+        body=schemas.ACQUIRE,
+        answer=answers(obj({"lease_id": STRING, "expires_at": INSTANT, "fencing_token": INTEGER})),
+        errors=("CONFLICT",),
+        idempotent=True,
+        links={
+            "GetLease": Link("getLease", {"lease_id": LEASE_ID}),
+            "ReleaseLease": Link("releaseLease", {"lease_id": LEASE_ID}),
+        },
+    ) | get(
+        "listLeases",
+        "The organization's unreleased leases, newest first, paged (an agent's own only).",
+        query={**PAGE_QUERY, **FILTERS},
+        answer=listing("leases", HOLDING),
+        description="Dispatchers and operators see every held lease of the organization; "
+        "an agent sees the leases it holds (a `holder` filter naming another finds none). "
+        "An expired lease nobody replaced is listed, with `expired` true, until released "
+        "or replaced.",
     )
 
     leases: LeaseService
@@ -121,19 +117,15 @@ class Leases:
 
 @dataclass
 class Lease:
-    contract = operations(
-        get=Operation(
-            "getLease",
-            "The lease, while it is its resource's current term (to its holder or an operator).",
-            answer=answers(HOLDING),
-            errors=("NOT_FOUND",),
-        ),
-        delete=Operation(
-            "releaseLease",
-            "Release the lease (its holder, or an operator of the organization).",
-            answer=answers(obj({"lease_id": STRING, "released_at": INSTANT})),
-            errors=("NOT_FOUND", OUTCOME_UNKNOWN),
-        ),
+    contract = get(
+        "getLease",
+        "The lease, while it is its resource's current term (to its holder or an operator).",
+        answer=answers(HOLDING),
+    ) | delete(
+        "releaseLease",
+        "Release the lease (its holder, or an operator of the organization).",
+        answer=answers(obj({"lease_id": STRING, "released_at": INSTANT})),
+        errors=(OUTCOME_UNKNOWN,),
     )
 
     leases: LeaseService

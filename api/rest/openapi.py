@@ -138,7 +138,7 @@ def _operation(template: str, operation: Operation) -> dict[str, Any]:
         "operationId": operation.operation_id,
         "summary": operation.summary,
         "parameters": _parameters(template, operation),
-        "responses": _responses(operation),
+        "responses": _responses(template, operation),
     }
     if operation.description:
         spec["description"] = operation.description
@@ -168,7 +168,7 @@ def _parameters(template: str, operation: Operation) -> list[dict[str, Any]]:
     return [*path, *query, *operation.headers, *([IDEMPOTENCY_KEY] if operation.idempotent else [])]
 
 
-def _responses(operation: Operation) -> dict[str, Any]:
+def _responses(template: str, operation: Operation) -> dict[str, Any]:
     success: dict[str, Any] = {
         "description": operation.summary,
         "content": {operation.media: {"schema": operation.answer or STRING}},
@@ -185,7 +185,7 @@ def _responses(operation: Operation) -> dict[str, Any]:
         str(status): {"description": "Accepted; no body."} for status in operation.bodiless
     }
     by_status: dict[int, list[str]] = {}
-    for code in operation.error_codes():
+    for code in operation.error_codes(template):
         by_status.setdefault(STATUS_OF[code], []).append(code)
     for status, codes in by_status.items():
         shape = "Error" if status == 431 else operation.error_schema

@@ -16,7 +16,7 @@ from typing import Any
 import falcon
 from openapi_ui_bundles import redoc
 
-from titen.api.rest.contract import HTML, OPEN, STRING, Contract, Operation, array, obj, operations
+from titen.api.rest.contract import HTML, OPEN, STRING, Contract, array, get, obj
 from titen.domain.events import PUBLISHED
 
 STATIC = Path(__file__).with_name("static")  # the pages, package data
@@ -39,13 +39,11 @@ OPENAPI_DOCUMENT = {
 
 @dataclass
 class OpenAPIDocument:
-    contract = operations(
-        get=Operation(
-            "getOpenAPI",
-            "This document: every route, its parameters, bodies, answers and error codes.",
-            answer=OPENAPI_DOCUMENT,
-            public=True,
-        )
+    contract = get(
+        "getOpenAPI",
+        "This document: every route, its parameters, bodies, answers and error codes.",
+        answer=OPENAPI_DOCUMENT,
+        public=True,
     )
 
     document: dict[str, Any]
@@ -55,7 +53,7 @@ class OpenAPIDocument:
 
 
 def _page(operation_id: str, summary: str) -> Contract:
-    return operations(get=Operation(operation_id, summary, answer=None, media=HTML, public=True))
+    return get(operation_id, summary, answer=None, media=HTML, public=True)
 
 
 class Docs:

@@ -14,13 +14,14 @@ from titen.api.rest.contract import (
     INSTANT,
     INTEGER,
     STRING,
-    Operation,
     answers,
     array,
+    delete,
+    get,
     listing,
     nullable,
     obj,
-    operations,
+    post,
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN
 from titen.api.rest.idempotency import Idempotency
@@ -59,22 +60,19 @@ ATTEMPT = obj(
 
 @dataclass
 class WebhookList:
-    contract = operations(
-        post=Operation(
-            "createWebhook",
-            "Subscribe a URL to the organization's committed events (the secret is shown once).",
-            status=201,
-            body=schemas.CREATE_WEBHOOK,
-            answer=answers(WITH_SECRET),
-            description="Deliveries are signed per Standard Webhooks (docs/webhooks.md).",
-            idempotent=True,
-        ),
-        get=Operation(
-            "listWebhooks",
-            "The caller's subscriptions (an operator's: the organization's), oldest first.",
-            query=PAGE_QUERY,
-            answer=listing("webhooks", WEBHOOK),
-        ),
+    contract = post(
+        "createWebhook",
+        "Subscribe a URL to the organization's committed events (the secret is shown once).",
+        status=201,
+        body=schemas.CREATE_WEBHOOK,
+        answer=answers(WITH_SECRET),
+        description="Deliveries are signed per Standard Webhooks (docs/webhooks.md).",
+        idempotent=True,
+    ) | get(
+        "listWebhooks",
+        "The caller's subscriptions (an operator's: the organization's), oldest first.",
+        query=PAGE_QUERY,
+        answer=listing("webhooks", WEBHOOK),
     )
 
     webhooks: Webhooks
@@ -107,19 +105,15 @@ class WebhookList:
 
 @dataclass
 class WebhookItem:
-    contract = operations(
-        get=Operation(
-            "getWebhook",
-            "One subscription, without its secret.",
-            answer=answers(WEBHOOK),
-            errors=("NOT_FOUND",),
-        ),
-        delete=Operation(
-            "deleteWebhook",
-            "Unsubscribe: nothing more is delivered.",
-            answer=answers(obj({"webhook_id": STRING, "deleted_at": INSTANT})),
-            errors=("NOT_FOUND", OUTCOME_UNKNOWN),
-        ),
+    contract = get(
+        "getWebhook",
+        "One subscription, without its secret.",
+        answer=answers(WEBHOOK),
+    ) | delete(
+        "deleteWebhook",
+        "Unsubscribe: nothing more is delivered.",
+        answer=answers(obj({"webhook_id": STRING, "deleted_at": INSTANT})),
+        errors=(OUTCOME_UNKNOWN,),
     )
 
     webhooks: Webhooks
@@ -134,14 +128,11 @@ class WebhookItem:
 
 @dataclass
 class WebhookSecret:
-    contract = operations(
-        post=Operation(
-            "rotateWebhookSecret",
-            "A new signing secret, shown once; the old one stops at once.",
-            answer=answers(WITH_SECRET),
-            errors=("NOT_FOUND",),
-            idempotent=True,
-        )
+    contract = post(
+        "rotateWebhookSecret",
+        "A new signing secret, shown once; the old one stops at once.",
+        answer=answers(WITH_SECRET),
+        idempotent=True,
     )
 
     webhooks: Webhooks
@@ -157,14 +148,11 @@ class WebhookSecret:
 
 @dataclass
 class WebhookEnable:
-    contract = operations(
-        post=Operation(
-            "enableWebhook",
-            "Resume a failing subscription from the event it failed on.",
-            answer=answers(WEBHOOK),
-            errors=("NOT_FOUND",),
-            idempotent=True,
-        )
+    contract = post(
+        "enableWebhook",
+        "Resume a failing subscription from the event it failed on.",
+        answer=answers(WEBHOOK),
+        idempotent=True,
     )
 
     webhooks: Webhooks
@@ -185,14 +173,11 @@ def with_secret(created: tuple[Webhook, str]) -> dict[str, Any]:
 
 @dataclass
 class WebhookDeliveries:
-    contract = operations(
-        get=Operation(
-            "listWebhookDeliveries",
-            "The subscription's delivery attempts, newest first, paged.",
-            query=PAGE_QUERY,
-            answer=listing("deliveries", ATTEMPT),
-            errors=("NOT_FOUND",),
-        )
+    contract = get(
+        "listWebhookDeliveries",
+        "The subscription's delivery attempts, newest first, paged.",
+        query=PAGE_QUERY,
+        answer=listing("deliveries", ATTEMPT),
     )
 
     webhooks: Webhooks
