@@ -12,14 +12,14 @@ from typing import Any
 import falcon
 
 from titen.api.rest.auth import principal_of
-from titen.api.rest.contract import INSTANT, INTEGER, STRING, answers, array, get, nullable, obj
+from titen.api.rest.contract import INSTANT, STRING, answers, array, fields_of, get, nullable, obj
 from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.paging import PAGE_QUERY, decode_cursor, encode_cursor, read_limit, single
 from titen.api.schemas import body, text
 from titen.api.validation import Checker, refusal, validator
 from titen.domain.clock import parse_iso
-from titen.domain.history import ENDINGS
+from titen.domain.history import ENDINGS, LeaseTerm, Step
 from titen.domain.limits import NAME_LENGTH
 from titen.service.auditor import Auditor
 from titen.service.keys import Principal
@@ -32,19 +32,10 @@ AS_OF = {
 RESOURCE = {"resource_type": text(NAME_LENGTH), "resource_id": text(NAME_LENGTH), "as_of": AS_OF}
 RESOURCE_QUERY = validator(body(RESOURCE, required=["resource_type", "resource_id"]))
 ITEM_QUERY = validator(body({"as_of": AS_OF}, required=[]))
-STEP = obj({"type": STRING, "at": INSTANT, "by": nullable(STRING)})
-TERM = {
-    "lease_id": STRING,
-    "holder": STRING,
-    "purpose": STRING,
-    "acquired_at": INSTANT,
-    "expires_at": INSTANT,
-    "ttl_seconds": INTEGER,
-    "fencing_token": INTEGER,
-    "released_at": nullable(INSTANT),
-    "released_by": nullable(STRING),
-    "ended": nullable({"type": "string", "enum": list(ENDINGS)}),
-}
+STEP = obj(fields_of(Step))
+TERM = fields_of(
+    LeaseTerm, leave=("version", "steps"), ended=nullable({"type": "string", "enum": list(ENDINGS)})
+)
 AS_OF_ANSWER = {"as_of": nullable(INSTANT)}
 WHERE = {"resource_type": STRING, "resource_id": STRING}
 OPERATOR_ONLY = ("FORBIDDEN",)

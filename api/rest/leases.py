@@ -20,6 +20,7 @@ from titen.api.rest.contract import (
     Link,
     answers,
     delete,
+    fields_of,
     get,
     listing,
     obj,
@@ -37,19 +38,7 @@ from titen.service.leases import LeaseService
 ACQUIRE = validator(schemas.ACQUIRE)
 FILTERS = {"resource_type": schemas.text(NAME_LENGTH), "holder": schemas.text(NAME_LENGTH)}
 LEASE_ID = "$response.body#/data/lease_id"
-HOLDING = obj(
-    {
-        "lease_id": STRING,
-        "resource_type": STRING,
-        "resource_id": STRING,
-        "holder": STRING,
-        "purpose": STRING,
-        "acquired_at": INSTANT,
-        "expires_at": INSTANT,
-        "fencing_token": INTEGER,
-        "expired": BOOLEAN,
-    }
-)
+HOLDING = obj({**fields_of(Holding), "expired": BOOLEAN})
 
 
 @dataclass

@@ -12,11 +12,11 @@ from titen.api import schemas
 from titen.api.rest.auth import principal_of
 from titen.api.rest.contract import (
     INSTANT,
-    INTEGER,
     STRING,
     answers,
     array,
     delete,
+    fields_of,
     get,
     listing,
     nullable,
@@ -29,7 +29,7 @@ from titen.api.rest.paging import PAGE_QUERY, read_page
 from titen.api.validation import validator
 from titen.domain.events import PUBLISHED
 from titen.service.application import Keep
-from titen.service.consumers import ACTIVE, FAILING
+from titen.service.consumers import ACTIVE, FAILING, Attempt
 from titen.service.keys import Principal
 from titen.service.targets import Targets
 from titen.service.webhooks import Webhook, Webhooks
@@ -45,17 +45,7 @@ WEBHOOK_FIELDS = {
 }
 WEBHOOK = obj(WEBHOOK_FIELDS)
 WITH_SECRET = obj({**WEBHOOK_FIELDS, "secret": STRING}, optional=("secret",))
-ATTEMPT = obj(
-    {
-        "event_id": STRING,
-        "attempt": INTEGER,
-        "attempted_at": INSTANT,
-        "status_code": nullable(INTEGER),
-        "error": nullable(STRING),
-        "duration_ms": INTEGER,
-        "response_excerpt": nullable(STRING),
-    }
-)
+ATTEMPT = obj(fields_of(Attempt, attempted_at=INSTANT))
 
 
 @dataclass
