@@ -93,15 +93,7 @@ class Handoffs:
             resp,
             CREATE,
             201,
-            lambda caller, body, keep: self.handoffs.create(
-                caller,
-                to_principal=body["to_principal"],
-                subject_id=body["subject_id"],
-                context_id=body.get("context_id"),
-                checkpoint_id=body.get("checkpoint_id"),
-                message=body.get("message"),
-                keep=keep,
-            ),
+            lambda caller, fields, keep: self.handoffs.create(caller, **fields, keep=keep),
             lambda handoff: {"data": {"handoff_id": handoff.handoff_id, "status": handoff.status}},
         )
 

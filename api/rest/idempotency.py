@@ -54,14 +54,18 @@ class Idempotency:
         render: Callable[[T], dict[str, Any]],
         kept: Callable[[T], dict[str, Any]] | None = None,
     ) -> None:
-        """Answer `status` and `render(command(caller, body, keep))`, the body checked by
-        `checker` (None: it has none), or replay the stored answer; the service stores
-        `keep(result)` with its events. `kept` renders what is stored, when that must be less
-        than the first answer (a secret is answered once)."""
-        body = read_json(req, checker) if checker is not None else None
+        """Answer `status` and `render(command(caller, fields, keep))`, the body checked by
+        `checker` (None: it has none) and its `fields` each the schema names (None if absent),
+        or replay the stored answer; the service stores `keep(result)` with its events. `kept`
+        renders what is stored, when that must be less than the first answer (a secret is
+        answered once)."""
+        body = fields = None
+        if checker is not None:
+            body = read_json(req, checker)
+            fields = {**dict.fromkeys(checker.schema["properties"]), **body}
         caller, key = principal_of(req), req.get_header(HEADER)
         if key is None:
-            resp.status, resp.media = status, render(command(caller, body, None))
+            resp.status, resp.media = status, render(command(caller, fields, None))
             return
         if not KEY.fullmatch(key):
             raise error(
@@ -81,7 +85,7 @@ class Idempotency:
                 return Kept(scope, Answer(print_, status, json.dumps((kept or render)(value))))
 
             try:
-                value = command(caller, body, keep)
+                value = command(caller, fields, keep)
             except (AlreadyAnswered, DomainError) as failure:
                 # Another process may have run it meanwhile: its stored answer is the answer.
                 stored = self.answers.find(scope)

@@ -75,13 +75,8 @@ class WebhookList:
             resp,
             CREATE,
             201,
-            lambda caller, body, keep: self.webhooks.create(
-                caller,
-                url=body["url"],
-                types=body.get("types"),
-                to_principal=body.get("to_principal"),
-                targets=self.targets,
-                keep=keep,
+            lambda caller, fields, keep: self.webhooks.create(
+                caller, **fields, targets=self.targets, keep=keep
             ),
             with_secret,
             without_secret,
