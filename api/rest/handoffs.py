@@ -102,10 +102,7 @@ class Handoffs:
         if scope is None:
             page = read_page(req, INBOX)
             rows = self.handoffs.pending(
-                principal_of(req),
-                after=page.after,
-                limit=page.limit + 1,
-                subject_id=page.filters.get("subject_id"),
+                principal_of(req), after=page.after, limit=page.limit + 1, **page.filters
             )
         else:
             if scope != ORGANIZATION:
@@ -115,11 +112,9 @@ class Handoffs:
                 principal_of(req),
                 after=page.after,
                 limit=page.limit + 1,
-                to_principal=page.filters.get("to_principal"),
+                to_principal=page.filters["to_principal"],
             )
-        resp.media = page.answer(
-            req, "handoffs", rows, lambda row: row.position, lambda row: row.fields
-        )
+        resp.media = page.answer("handoffs", rows, lambda row: row.position, lambda row: row.fields)
 
 
 @dataclass

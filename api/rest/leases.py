@@ -89,14 +89,9 @@ class Leases:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         page = read_page(req, FILTERS)
         listed = self.leases.held(
-            principal_of(req),
-            before=page.after or None,
-            limit=page.limit + 1,
-            holder=page.filters.get("holder"),
-            resource_type=page.filters.get("resource_type"),
+            principal_of(req), before=page.after or None, limit=page.limit + 1, **page.filters
         )
         resp.media = page.answer(
-            req,
             "leases",
             listed,
             lambda row: row[0].position,

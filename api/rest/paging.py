@@ -30,12 +30,12 @@ PAGE_QUERY: dict[str, dict[str, Any]] = {
 class Page:
     limit: int
     after: int  # resume after this position (0: from the start)
-    filters: dict[str, str]
+    filters: dict[str, str | None]  # each filter named, None when not given
     of_log: bool
+    cursors: Cursors
 
     def answer(
         self,
-        req: falcon.Request,
         name: str,
         found: list[T],
         position: Callable[[T], int],
@@ -45,7 +45,7 @@ class Page:
         cursor is None at the end."""
         shown = found[: self.limit]
         more = len(found) > self.limit
-        cursor = encode_cursor(req, position(shown[-1]), of_log=self.of_log) if more else None
+        cursor = self.cursors.seal(position(shown[-1]), of_log=self.of_log) if more else None
         return {"data": {name: [show(item) for item in shown], "next_cursor": cursor}}
 
 
@@ -67,16 +67,13 @@ def read_page(
     params = req.params
     reject_unknown(params, {"limit", "cursor", *filters})
     cursor = single(params, "cursor")
-    chosen = {}
-    for name, schema in filters.items():
-        value = single(params, name)
-        if value is not None:
-            chosen[name] = _filter(name, value, schema.get("maxLength", len(value)))
+    chosen = {name: _filter(params, name, schema) for name, schema in filters.items()}
     return Page(
         limit=read_limit(params),
         after=0 if cursor is None else decode_cursor(req, cursor, of_log=of_log),
         filters=chosen,
         of_log=of_log,
+        cursors=req.context.cursors,
     )
 
 
@@ -126,9 +123,13 @@ def single(params: Mapping[str, str | list[str]], name: str) -> str | None:
     return value
 
 
-def _filter(name: str, value: str, max_length: int) -> str:
+def _filter(params: Mapping[str, str | list[str]], name: str, schema: dict[str, Any]) -> str | None:
+    value = single(params, name)
+    if value is None:
+        return None
     if not value:
         raise error(400, f"{name} must not be empty.")
+    max_length = schema.get("maxLength", len(value))
     if len(value) > max_length:
         raise error(400, f"{name} must be at most {max_length} characters.")
     if not re.fullmatch(SINGLE_LINE, value):

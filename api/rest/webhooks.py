@@ -85,7 +85,7 @@ class WebhookList:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         page = read_page(req, of_log=False)
         found = self.webhooks.listing(principal_of(req), after=page.after, limit=page.limit + 1)
-        resp.media = page.answer(req, "webhooks", found, lambda hook: hook.seq, Webhook.public)
+        resp.media = page.answer("webhooks", found, lambda hook: hook.seq, Webhook.public)
 
 
 @dataclass
@@ -175,7 +175,7 @@ class WebhookDeliveries:
             principal_of(req), webhook_id, before=before, limit=page.limit + 1
         )
         resp.media = page.answer(
-            req, "deliveries", found, lambda row: row[0], lambda row: asdict(row[1])
+            "deliveries", found, lambda row: row[0], lambda row: asdict(row[1])
         )
 
 
