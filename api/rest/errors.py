@@ -124,8 +124,6 @@ def message_of(refused: falcon.HTTPError) -> str:
 def _answer(req: falcon.Request, resp: falcon.Response, exc: Exception, params: Any) -> None:
     """Any failure: a refusal in its words; an outage (nothing changed: retry) also a warning
     without a traceback, for it is a condition, not a defect; anything else a logged 500."""
-    if isinstance(exc, falcon.HTTPError):
-        raise exc
     refused = refusal_of(exc)
     where = {"fields": {"request_id": request_id(req)}}
     if refused is None:

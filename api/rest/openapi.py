@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import groupby
 from typing import Any
 
 from titen.api.rest.contract import JSON, STATUS_OF, STRING, Contract, Operation, obj, ref
@@ -21,31 +22,28 @@ IDEMPOTENCY_KEY = {
     ),
     "schema": {"type": "string", "pattern": "^[!-~]{1,255}$"},
 }
-REPLAYED = {
-    "description": "`true` when this answer is the stored one of an earlier identical request.",
-    "schema": {"type": "string", "enum": ["true"]},
-}
-RETRY_AFTER = {
-    "description": "Seconds to wait before retrying.",
-    "schema": {"type": "string", "pattern": "^[0-9]+$"},
-}
-WWW_AUTHENTICATE = {
-    "description": "`Bearer`: the scheme a key is sent with.",
-    "schema": {"type": "string", "enum": ["Bearer"]},
-}
+
+
+def _header(description: str, **schema: Any) -> dict[str, Any]:
+    """A response header: a string, with its `schema`'s constraints."""
+    return {"description": description, "schema": {"type": "string", **schema}}
+
+
+REPLAYED = _header(
+    "`true` when this answer is the stored one of an earlier identical request.", enum=["true"]
+)
+RETRY_AFTER = _header("Seconds to wait before retrying.", pattern="^[0-9]+$")
+WWW_AUTHENTICATE = _header("`Bearer`: the scheme a key is sent with.", enum=["Bearer"])
 LICENSE = {"name": "Proprietary", "identifier": "LicenseRef-Proprietary"}  # all rights reserved
 SERVERS = [{"url": "/", "description": "The server that serves this document."}]
 RATE_LIMIT = {
-    "RateLimit-Policy": {
-        "description": "The organization's budget (draft-ietf-httpapi-ratelimit-headers): "
-        '`"org";q=BURST;w=SECONDS`.',
-        "schema": {"type": "string"},
-    },
-    "RateLimit": {
-        "description": 'What is left of it: `"org";r=0;t=SECONDS` (seconds until one more '
-        "request is allowed).",
-        "schema": {"type": "string"},
-    },
+    "RateLimit-Policy": _header(
+        "The organization's budget (draft-ietf-httpapi-ratelimit-headers): "
+        '`"org";q=BURST;w=SECONDS`.'
+    ),
+    "RateLimit": _header(
+        'What is left of it: `"org";r=0;t=SECONDS` (seconds until one more request is allowed).'
+    ),
 }
 """The headers of a 429 TOO_MANY_REQUESTS (api/rest/budget.py)."""
 HEADERS = {
@@ -184,10 +182,7 @@ def _responses(template: str, operation: Operation) -> dict[str, Any]:
     responses |= {
         str(status): {"description": "Accepted; no body."} for status in operation.bodiless
     }
-    by_status: dict[int, list[str]] = {}
-    for code in operation.error_codes(template):
-        by_status.setdefault(STATUS_OF[code], []).append(code)
-    for status, codes in by_status.items():
+    for status, codes in groupby(operation.error_codes(template), STATUS_OF.__getitem__):
         shape = "Error" if status == 431 else operation.error_schema
         responses[str(status)] = {
             "description": f"{REASONS[status]} Codes: {', '.join(codes)}.",
