@@ -12,7 +12,17 @@ from typing import Any
 import falcon
 
 from titen.api.rest.auth import principal_of
-from titen.api.rest.contract import INSTANT, STRING, answers, array, fields_of, get, nullable, obj
+from titen.api.rest.contract import (
+    INSTANT,
+    STRING,
+    answers,
+    array,
+    fields_of,
+    get,
+    listing,
+    nullable,
+    obj,
+)
 from titen.api.rest.errors import error
 from titen.api.rest.handoffs import HANDOFF
 from titen.api.rest.paging import PAGE_QUERY, decode_cursor, encode_cursor, read_limit, single
@@ -48,16 +58,7 @@ class AuditResource:
         "The lease terms on a resource, oldest first, paged, replayed from the event log.",
         query={**RESOURCE, **PAGE_QUERY},
         required_query=("resource_type", "resource_id"),
-        answer=answers(
-            obj(
-                {
-                    **WHERE,
-                    **AS_OF_ANSWER,
-                    "terms": array(obj(TERM)),
-                    "next_cursor": nullable(STRING),
-                }
-            )
-        ),
+        answer=listing("terms", obj(TERM), **WHERE, **AS_OF_ANSWER),
         errors=OPERATOR_ONLY,
     )
 
@@ -67,17 +68,8 @@ class AuditResource:
         caller, params = _operator(req), dict(req.params)
         limit, cursor = read_limit(params), single(params, "cursor")
         after = 0 if cursor is None else decode_cursor(req, cursor, of_log=False)
-        query, as_of = _query(
-            {k: v for k, v in params.items() if k not in PAGE_QUERY}, RESOURCE_QUERY
-        )
-        page = self.auditor.resource(
-            caller.organization,
-            query["resource_type"],
-            query["resource_id"],
-            as_of,
-            after=after,
-            limit=limit,
-        )
+        query = _query({k: v for k, v in params.items() if k not in PAGE_QUERY}, RESOURCE_QUERY)
+        page = self.auditor.resource(caller.organization, **query, after=after, limit=limit)
         resume = page.resume_after
         cursor = None if resume is None else encode_cursor(req, resume, of_log=False)
         resp.media = {"data": {**page.data, "next_cursor": cursor}}
@@ -125,19 +117,19 @@ def _operator(req: falcon.Request) -> Principal:
 def _item(req: falcon.Request, id_: str) -> tuple[str, str, datetime | None]:
     """An operator's organization, the id asked for and the `as_of` asked, for one lease or
     handoff."""
-    return _operator(req).organization, id_, _query(req.params, ITEM_QUERY)[1]
+    return _operator(req).organization, id_, _query(req.params, ITEM_QUERY)["as_of"]
 
 
-def _query(params: Mapping[str, Any], checker: Checker) -> tuple[dict[str, str], datetime | None]:
-    """The query string checked like a body (known names, each once, within the schema), and
-    its `as_of`."""
+def _query(params: Mapping[str, Any], checker: Checker) -> dict[str, Any]:
+    """The query string checked like a body (known names, each once, within the schema), with
+    its `as_of` read (None when not given)."""
     for name in params:
         single(params, name)
     refused = refusal(params, checker)
     if refused is not None:
         raise error(400, refused)
     try:
-        return dict(params), parse_iso(params["as_of"]) if "as_of" in params else None
+        return {**params, "as_of": parse_iso(params["as_of"]) if "as_of" in params else None}
     except ValueError:
         raise error(
             400, "as_of must be an instant with a UTC offset, like 2026-07-30T10:52:00.000Z."

@@ -103,9 +103,9 @@ def answers(data: dict[str, Any]) -> dict[str, Any]:
     return obj({"data": data})
 
 
-def listing(name: str, item: dict[str, Any]) -> dict[str, Any]:
-    """A page of a list: `{"data": {name: [item, ...], "next_cursor"}}`."""
-    return answers(obj({name: array(item), "next_cursor": nullable(STRING)}))
+def listing(name: str, item: dict[str, Any], **about: dict[str, Any]) -> dict[str, Any]:
+    """A page of a list: `{"data": {**about, name: [item, ...], "next_cursor"}}`."""
+    return answers(obj({**about, name: array(item), "next_cursor": nullable(STRING)}))
 
 
 def obj(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
