@@ -93,7 +93,7 @@ class Handoffs:
             resp,
             CREATE,
             201,
-            lambda caller, fields, keep: self.handoffs.create(caller, **fields, keep=keep),
+            self.handoffs.create,
             lambda handoff: {"data": {"handoff_id": handoff.handoff_id, "status": handoff.status}},
         )
 
@@ -150,8 +150,8 @@ class HandoffResolution:
             resp,
             RESOLVE,
             200,
-            lambda caller, body, keep: self.handoffs.resolve(
-                caller, handoff_id, accept=body["status"] == ACCEPTED, keep=keep
+            lambda caller, keep, status: self.handoffs.resolve(
+                caller, handoff_id, accept=status == ACCEPTED, keep=keep
             ),
             lambda handoff: {"data": public_fields(handoff)},
         )

@@ -23,8 +23,6 @@ from titen.api.validation import Checker
 from titen.domain.errors import DomainError
 from titen.service import request_budget
 from titen.service.answers import AlreadyAnswered, Answer, Kept, Scope, StoredAnswers, fingerprint
-from titen.service.application import Keep
-from titen.service.keys import Principal
 
 T = TypeVar("T")
 HEADER = "Idempotency-Key"
@@ -50,22 +48,23 @@ class Idempotency:
         resp: falcon.Response,
         checker: Checker | None,
         status: int,
-        command: Callable[[Principal, Any, Keep], T],
+        command: Callable[..., T],
         render: Callable[[T], dict[str, Any]],
         kept: Callable[[T], dict[str, Any]] | None = None,
     ) -> None:
-        """Answer `status` and `render(command(caller, fields, keep))`, the body checked by
-        `checker` (None: it has none) and its `fields` each the schema names (None if absent),
+        """Answer `status` and `render(command(caller, keep=keep, **fields))`, the body checked
+        by `checker` (None: it has none) and its fields each the schema names (None if absent),
         or replay the stored answer; the service stores `keep(result)` with its events. `kept`
         renders what is stored, when that must be less than the first answer (a secret is
         answered once)."""
-        body = fields = None
+        body: dict[str, Any] | None = None
+        fields: dict[str, Any] = {}
         if checker is not None:
             body = read_json(req, checker)
             fields = {**dict.fromkeys(checker.schema["properties"]), **body}
         caller, key = principal_of(req), req.get_header(HEADER)
         if key is None:
-            resp.status, resp.media = status, render(command(caller, fields, None))
+            resp.status, resp.media = status, render(command(caller, keep=None, **fields))
             return
         if not KEY.fullmatch(key):
             raise error(
@@ -85,7 +84,7 @@ class Idempotency:
                 return Kept(scope, Answer(print_, status, json.dumps((kept or render)(value))))
 
             try:
-                value = command(caller, fields, keep)
+                value = command(caller, keep=keep, **fields)
             except (AlreadyAnswered, DomainError) as failure:
                 # Another process may have run it meanwhile: its stored answer is the answer.
                 stored = self.answers.find(scope)

@@ -75,13 +75,8 @@ class Leases:
             resp,
             ACQUIRE,
             201,
-            lambda caller, body, keep: self.leases.acquire(
-                caller,
-                resource_type=body["resource_type"],
-                resource_id=body["resource_id"],
-                purpose=body["purpose"],
-                ttl=int(body["ttl_seconds"]),
-                keep=keep,
+            lambda caller, keep, ttl_seconds, **fields: self.leases.acquire(
+                caller, ttl=int(ttl_seconds), keep=keep, **fields
             ),
             acquired,
         )

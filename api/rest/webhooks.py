@@ -4,6 +4,7 @@ A secret is answered once, by create and rotate-secret, never stored with the re
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import falcon
@@ -28,9 +29,7 @@ from titen.api.rest.idempotency import Idempotency
 from titen.api.rest.paging import PAGE_QUERY, read_page
 from titen.api.validation import validator
 from titen.domain.events import PUBLISHED
-from titen.service.application import Keep
 from titen.service.consumers import ACTIVE, FAILING, Attempt
-from titen.service.keys import Principal
 from titen.service.targets import Targets
 from titen.service.webhooks import Webhook, Webhooks
 
@@ -75,9 +74,7 @@ class WebhookList:
             resp,
             CREATE,
             201,
-            lambda caller, fields, keep: self.webhooks.create(
-                caller, **fields, targets=self.targets, keep=keep
-            ),
+            partial(self.webhooks.create, targets=self.targets),
             with_secret,
             without_secret,
         )
@@ -124,9 +121,7 @@ class WebhookSecret:
     idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        def rotate(caller: Principal, _: Any, keep: Keep) -> tuple[Webhook, str]:
-            return self.webhooks.rotate_secret(caller, webhook_id, keep=keep)
-
+        rotate = partial(self.webhooks.rotate_secret, webhook_id=webhook_id)
         # No body: the key's scope (this webhook's path) is the whole request.
         self.idempotency.post(req, resp, None, 200, rotate, with_secret, without_secret)
 
@@ -144,9 +139,7 @@ class WebhookEnable:
     idempotency: Idempotency
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        def enable(caller: Principal, _: Any, keep: Keep) -> Webhook:
-            return self.webhooks.enable(caller, webhook_id, keep=keep)
-
+        enable = partial(self.webhooks.enable, webhook_id=webhook_id)
         self.idempotency.post(req, resp, None, 200, enable, lambda hook: {"data": hook.public()})
 
 
