@@ -94,23 +94,21 @@ def key_of(req: falcon.Request) -> tuple[str, int]:
     return req.context.key_hash, req.context.key_generation
 
 
-IDENTITY = obj(
-    {
-        "organization": STRING,
-        "principal": STRING,
-        "role": STRING,
-        "reads_organization": BOOLEAN,
-        "releases_any_lease": BOOLEAN,
-        "reads_audit": BOOLEAN,
-    }
-)
+IDENTITY = {  # each field GET /v1/me answers: its schema, and the Principal's attribute it shows
+    "organization": (STRING, "organization"),
+    "principal": (STRING, "name"),
+    "role": (STRING, "role"),
+    "reads_organization": (BOOLEAN, "reads_organization"),
+    "releases_any_lease": (BOOLEAN, "is_operator"),
+    "reads_audit": (BOOLEAN, "is_operator"),
+}
 
 
 class Me:
     contract = get(
         "getIdentity",
         "The key's organization, principal and role, and what the role may do.",
-        answer=answers(IDENTITY),
+        answer=answers(obj({name: schema for name, (schema, _) in IDENTITY.items()})),
         description="`reads_organization`: lists the organization's leases and pending "
         "handoffs (else only the caller's own); `releases_any_lease`: may release another "
         "principal's lease; `reads_audit`: may read the audit routes.",
@@ -120,12 +118,5 @@ class Me:
         caller = principal_of(req)
         resp.set_header("Cache-Control", "no-store")
         resp.media = {
-            "data": {
-                "organization": caller.organization,
-                "principal": caller.name,
-                "role": caller.role,
-                "reads_organization": caller.reads_organization,
-                "releases_any_lease": caller.is_operator,
-                "reads_audit": caller.is_operator,
-            }
+            "data": {name: getattr(caller, shown) for name, (_, shown) in IDENTITY.items()}
         }

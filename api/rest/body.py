@@ -51,9 +51,7 @@ def read_body(req: falcon.Request) -> bytes:
 
 
 def require_json(req: falcon.Request) -> None:
-    if not req.content_type or req.content_type.split(";")[0].strip().lower() != (
-        falcon.MEDIA_JSON
-    ):
+    if falcon.parse_header(req.content_type or "")[0].lower() != falcon.MEDIA_JSON:
         raise error(415)
 
 
