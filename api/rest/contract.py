@@ -1,4 +1,4 @@
-"""What each route promises, declared beside its resource: `contract = operations(...)`, per
+"""What each route promises, declared beside its resource: `contract = get(...) | post(...)`, per
 HTTP method its body, query, success answer and error codes, from which `titen.api.rest.openapi`
 builds the OpenAPI document (a responder without one fails tests/api/test_openapi.py)."""
 

@@ -163,9 +163,8 @@ class WebhookDeliveries:
     def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
         """Newest first; `next_cursor` continues with older attempts."""
         page = read_page(req, of_log=False)
-        before = page.after or None
         found = self.webhooks.attempts(
-            principal_of(req), webhook_id, before=before, limit=page.limit + 1
+            principal_of(req), webhook_id, before=page.after or None, limit=page.limit + 1
         )
         resp.media = page.answer(
             "deliveries", found, lambda row: row[0], lambda row: asdict(row[1])
