@@ -49,11 +49,11 @@ class Page:
         return {"data": {name: [show(item) for item in shown], "next_cursor": cursor}}
 
 
+@dataclass
 class StoreCursors:
     """Middleware: gives each request the store's cursors."""
 
-    def __init__(self, cursors: Cursors):
-        self.cursors = cursors
+    cursors: Cursors
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.cursors = self.cursors
