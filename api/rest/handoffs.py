@@ -40,7 +40,7 @@ SCOPE = {
     "description": "organization: every pending handoff of the organization, not the inbox.",
 }
 INBOX = {"subject_id": schemas.text(NAME_LENGTH)}
-IN_ORGANIZATION = {"scope": SCOPE, "to_principal": schemas.text(NAME_LENGTH)}
+IN_ORGANIZATION = {"to_principal": schemas.text(NAME_LENGTH)}
 FIELD_SCHEMAS = {
     "handoff_id": STRING,
     "from_principal": STRING,
@@ -75,7 +75,7 @@ class Handoffs:
         "listInbox",
         "The caller's inbox: pending handoffs addressed to it, oldest first, paged; with "
         "scope=organization, every pending handoff of the organization.",
-        query={**PAGE_QUERY, **INBOX, **IN_ORGANIZATION},
+        query={**PAGE_QUERY, **INBOX, "scope": SCOPE, **IN_ORGANIZATION},
         answer=listing("handoffs", INBOX_ITEM),
         errors=("FORBIDDEN",),
         description="Without `scope`, the inbox: what others handed to the caller, never "
@@ -99,21 +99,11 @@ class Handoffs:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         scope = single(req.params, "scope")
-        if scope is None:
-            page = read_page(req, INBOX)
-            rows = self.handoffs.pending(
-                principal_of(req), after=page.after, limit=page.limit + 1, **page.filters
-            )
-        else:
-            if scope != ORGANIZATION:
-                raise error(400, f"scope must be {ORGANIZATION}, or left out for the inbox.")
-            page = read_page(req, IN_ORGANIZATION)
-            rows = self.handoffs.pending_in_organization(
-                principal_of(req),
-                after=page.after,
-                limit=page.limit + 1,
-                to_principal=page.filters["to_principal"],
-            )
+        if scope not in (None, ORGANIZATION):
+            raise error(400, f"scope must be {ORGANIZATION}, or left out for the inbox.")
+        page = read_page(req, INBOX if scope is None else IN_ORGANIZATION, also=("scope",))
+        read = self.handoffs.pending if scope is None else self.handoffs.pending_in_organization
+        rows = read(principal_of(req), after=page.after, limit=page.limit + 1, **page.filters)
         resp.media = page.answer("handoffs", rows, lambda row: row.position, lambda row: row.fields)
 
 

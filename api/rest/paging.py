@@ -60,12 +60,17 @@ class StoreCursors:
 
 
 def read_page(
-    req: falcon.Request, filters: Mapping[str, dict[str, Any]] = {}, *, of_log: bool = True
+    req: falcon.Request,
+    filters: Mapping[str, dict[str, Any]] = {},
+    *,
+    of_log: bool = True,
+    also: tuple[str, ...] = (),
 ) -> Page:
     """Parse the query string, the filters by their schemas as the contract publishes them
-    (`of_log`: the cursor stands for a log position, see `Cursors.open`)."""
+    (`of_log`: the cursor stands for a log position, see `Cursors.open`; `also`: parameters
+    the route reads itself)."""
     params = req.params
-    reject_unknown(params, {"limit", "cursor", *filters})
+    reject_unknown(params, {"limit", "cursor", *filters, *also})
     cursor = single(params, "cursor")
     chosen = {name: _filter(params, name, schema) for name, schema in filters.items()}
     return Page(
