@@ -5,6 +5,7 @@ are bearer tokens, so no page gets ambient authority from a visitor's browser.""
 from __future__ import annotations
 
 import re
+from inspect import signature
 from typing import Any
 
 import falcon
@@ -13,7 +14,7 @@ from titen.api.rest import errors
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication, Me
 from titen.api.rest.body import BodyLimit
-from titen.api.rest.events import Events, EventStream, EventTickets, Limits, Subscribers
+from titen.api.rest.events import Events, EventStream, EventTickets, Subscribers
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
@@ -131,38 +132,17 @@ class PathIds:
 
 
 def _resources(services: Services, settings: ServerSettings) -> dict[type, object]:
-    """One instance of each resource class, given only the service it calls."""
-    recent = services.recent_events
-    limits = Limits(
-        settings.max_subscribers,
-        settings.max_subscribers_per_org,
-        settings.max_subscribers_per_principal,
-    )
-    subscribers = Subscribers(limits, settings.heartbeat_seconds, services.revocations, recent)
-    idempotency = Idempotency(services.answers)
-    webhooks = services.webhooks
+    """One instance of each resource class, each parameter (a dataclass field) given by its name:
+    a service, or one of the few things made here."""
+    offered = {
+        **vars(services),
+        "origins": settings.cors_origins,
+        "document": openapi(),
+        "idempotency": Idempotency(services.answers),
+        "targets": Targets(settings.allow_private_webhooks),
+        "subscribers": Subscribers(settings, services.revocations, services.recent_events),
+    }
     return {
-        Health: Health(),
-        Ready: Ready(services.readiness, services.keys),
-        OpenAPIDocument: OpenAPIDocument(openapi()),
-        Docs: Docs(),
-        Console: Console(),
-        Me: Me(),
-        Leases: Leases(services.leases, idempotency),
-        Lease: Lease(services.leases),
-        Handoffs: Handoffs(services.handoffs, idempotency),
-        HandoffItem: HandoffItem(services.handoffs),
-        HandoffResolution: HandoffResolution(services.handoffs, idempotency),
-        Events: Events(recent, subscribers),
-        EventStream: EventStream(recent, subscribers),
-        EventTickets: EventTickets(services.tickets),
-        AuditResource: AuditResource(services.auditor),
-        AuditLease: AuditLease(services.auditor),
-        AuditHandoff: AuditHandoff(services.auditor),
-        WebhookList: WebhookList(webhooks, Targets(settings.allow_private_webhooks), idempotency),
-        WebhookItem: WebhookItem(webhooks),
-        WebhookSecret: WebhookSecret(webhooks, idempotency),
-        WebhookEnable: WebhookEnable(webhooks, idempotency),
-        WebhookDeliveries: WebhookDeliveries(webhooks),
-        Mcp: Mcp(services.leases, services.handoffs, services.mcp_sessions, settings.cors_origins),
+        resource: resource(**{name: offered[name] for name in signature(resource).parameters})
+        for _, resource in ROUTES
     }

@@ -97,10 +97,10 @@ class Mcp:
         self,
         leases: LeaseService,
         handoffs: HandoffService,
-        sessions: SessionIds,
-        origins: Iterable[str] = (),
+        mcp_sessions: SessionIds,
+        origins: Iterable[str],
     ):
-        self.sessions = sessions
+        self.sessions = mcp_sessions
         self.origins = frozenset(origins)  # besides the server's own (`--cors-origin`)
         # The SDK logs each stateless request's end at INFO: the request log has it.
         logging.getLogger("mcp.server").setLevel(logging.WARNING)
