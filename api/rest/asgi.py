@@ -27,11 +27,10 @@ class Answer:
 
 class AsgiBridge:
     """Calls the app `make()` builds for a WSGI environ and collects its whole answer (JSON, not
-    streams); the environ's entries named in `carry` are copied into the ASGI scope."""
+    streams); the app finds the environ in its scope (a2wsgi's `wsgi_environ`)."""
 
-    def __init__(self, make: Callable[[], Starlette], carry: tuple[str, ...] = ()):
+    def __init__(self, make: Callable[[], Starlette]):
         self.make = make
-        self.carry = carry
         self._lock = threading.Lock()
         self._wsgi: ASGIMiddleware | None = None
 
@@ -51,7 +50,7 @@ class AsgiBridge:
                 from a2wsgi import ASGIMiddleware
 
                 app = self.make()
-                wsgi = ASGIMiddleware(self._carrying(app))  # starts a thread running its loop
+                wsgi = ASGIMiddleware(cast("ASGIApp", app))  # starts a thread running its loop
                 entered: Future[None] = Future()
                 asyncio.run_coroutine_threadsafe(self._hold(app, entered), wsgi.loop)
                 try:
@@ -61,15 +60,6 @@ class AsgiBridge:
                     raise
                 self._wsgi = wsgi
             return self._wsgi
-
-    def _carrying(self, app: Starlette) -> ASGIApp:
-        async def carrying(scope: Any, receive: Any, send: Any) -> None:
-            environ = scope["wsgi_environ"]  # a2wsgi's: the environ the scope was made from
-            for name in self.carry:
-                scope[name] = environ[name]
-            await app(scope, receive, send)
-
-        return carrying
 
     async def _hold(self, app: Starlette, entered: Future[None]) -> None:
         try:

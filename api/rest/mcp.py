@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 PATH = jsonrpc.PATH
 SESSION_HEADER = jsonrpc.SESSION_HEADER
-CALLER = "titen.caller"  # the environ's and ASGI scope's entry: the key's principal
+CALLER = "titen.caller"  # the environ's entry: the key's principal
 NO_SESSION = "No MCP session with this id for this key: initialize a new one."
 FOREIGN_ORIGIN = (
     "Pages may call /mcp only from this server's own origin or one named by --cors-origin."
@@ -104,7 +104,7 @@ class Mcp:
         self.origins = frozenset(origins)  # besides the server's own (`--cors-origin`)
         # The SDK logs each stateless request's end at INFO: the request log has it.
         logging.getLogger("mcp.server").setLevel(logging.WARNING)
-        self.bridge = AsgiBridge(lambda: _sdk_app(leases, handoffs), carry=(CALLER,))
+        self.bridge = AsgiBridge(lambda: _sdk_app(leases, handoffs))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._check_origin(req)
