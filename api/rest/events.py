@@ -89,17 +89,16 @@ def _event(kind: str) -> dict[str, Any]:
     )
 
 
-def _component(kind: str) -> str:
-    """The schema's name for an event type: `lease.acquired` → `LeaseAcquiredEvent`."""
-    return "".join(word.capitalize() for word in kind.split(".")) + "Event"
-
-
-EVENT_SCHEMAS = {_component(kind): _event(kind) for kind in PUBLISHED}
+COMPONENTS = {
+    kind: "".join(w.capitalize() for w in kind.split(".")) + "Event" for kind in PUBLISHED
+}
+"""Each event type's schema name: `lease.acquired` → `LeaseAcquiredEvent`."""
+EVENT_SCHEMAS = {COMPONENTS[kind]: _event(kind) for kind in PUBLISHED}
 EVENT = {
-    "oneOf": [ref(_component(kind)) for kind in PUBLISHED],
+    "oneOf": [ref(name) for name in COMPONENTS.values()],
     "discriminator": {
         "propertyName": "type",
-        "mapping": {kind: ref(_component(kind))["$ref"] for kind in PUBLISHED},
+        "mapping": {kind: ref(name)["$ref"] for kind, name in COMPONENTS.items()},
     },
 }
 """One schema per type, told apart by `type` (so a typed client narrows `data` by it)."""
@@ -126,12 +125,13 @@ class Subscribers:
     _held: Counter[tuple[str, ...]] = field(default_factory=Counter)  # by _scopes
 
     @contextmanager
-    def held(self, req: falcon.Request, principal: Principal) -> Iterator[Ended]:
-        """A slot for the request's principal while the block runs, and what ends it."""
+    def held(self, req: falcon.Request, principal: Principal) -> Iterator[Subscription]:
+        """A slot for the request's principal while the block runs."""
         self._admit(principal)
         try:
             with self.revocations.watch(*key_of(req)) as watch:
-                yield Ended(watch.revoked, self._client_gone(req))
+                gone = self._client_gone(req)
+                yield Subscription(self.recent, principal, watch.revoked, gone)
         finally:
             self.recent.unsubscribe(principal.organization)
             SUBSCRIBERS.dec()
@@ -162,27 +162,6 @@ class Subscribers:
             return lambda: False
         return watch(self.recent.wake)
 
-    def next(
-        self,
-        principal: Principal,
-        after: int,
-        types: tuple[str, ...],
-        limit: int,
-        seconds: float,
-        ended: Callable[[], bool],
-    ) -> list[Published]:
-        """The events after `after`, waiting up to `seconds` for the first; none once `ended`."""
-        recent, organization = self.recent, principal.organization
-        deadline = time.monotonic() + seconds
-        while not ended():
-            seen = recent.version(organization)
-            request_budget.start()  # a fresh deadline: the wait was not on the database
-            events = recent.read(organization, after, types, limit, principal.party)
-            if events or (left := deadline - time.monotonic()) <= 0:
-                return events
-            recent.wait_past(organization, seen, left, ended)
-        return []
-
 
 def _scopes(principal: Principal) -> tuple[tuple[str, ...], ...]:
     """What a slot counts against: the limit, the organization's quota, the principal's."""
@@ -195,14 +174,31 @@ def _over(holds: str) -> falcon.HTTPError:
 
 
 @dataclass(frozen=True)
-class Ended:
-    """Whether a subscription has ended: its key revoked, or its client gone."""
+class Subscription:
+    """A held slot's reads, until it has ended: its key revoked, or its client gone."""
 
+    recent: RecentEvents
+    principal: Principal
     revoked: threading.Event
     gone: Callable[[], bool]
 
-    def __call__(self) -> bool:
+    def ended(self) -> bool:
         return self.revoked.is_set() or self.gone()
+
+    def next(
+        self, after: int, types: tuple[str, ...], limit: int, seconds: float
+    ) -> list[Published]:
+        """The events after `after`, waiting up to `seconds` for the first; none once ended."""
+        recent, organization = self.recent, self.principal.organization
+        deadline = time.monotonic() + seconds
+        while not self.ended():
+            seen = recent.version(organization)
+            request_budget.start()  # a fresh deadline: the wait was not on the database
+            events = recent.read(organization, after, types, limit, self.principal.party)
+            if events or (left := deadline - time.monotonic()) <= 0:
+                return events
+            recent.wait_past(organization, seen, left, self.ended)
+        return []
 
 
 @dataclass
@@ -237,9 +233,9 @@ class Events:
             principal.organization, after, types, limit, principal.party
         )
         if not events and wait > 0:
-            with self.subscribers.held(req, principal) as ended:
-                events = self.subscribers.next(principal, after, types, limit, wait, ended)
-                if ended.revoked.is_set():
+            with self.subscribers.held(req, principal) as subscription:
+                events = subscription.next(after, types, limit, wait)
+                if subscription.revoked.is_set():
                     raise error(401, "The API key was revoked.")
         resp.media = {
             "data": {
@@ -290,25 +286,25 @@ class EventStream:
         if is_head(req):
             resp.stream = iter(())  # no slot, and, as for a stream, no Content-Length
             return
-        held = ExitStack()
-        ended = held.enter_context(self.subscribers.held(req, principal))
-        frames = self._frames(principal, after, types, ended)
-        held.callback(frames.close)
-        resp.stream = Stream(frames, held.close)
+        release = ExitStack()
+        subscription = release.enter_context(self.subscribers.held(req, principal))
+        frames = self._frames(subscription, after, types)
+        release.callback(frames.close)
+        resp.stream = Stream(frames, release.close)
 
     def _frames(
-        self, principal: Principal, after: int, types: tuple[str, ...], ended: Ended
+        self, subscription: Subscription, after: int, types: tuple[str, ...]
     ) -> Generator[bytes, None, None]:
         """Until the key it was opened with is revoked, or its client goes away; a comment
         line after each quiet heartbeat, for proxies."""
         yield b": connected\n\n"
-        while not ended():
-            heartbeat = self.subscribers.settings.heartbeat_seconds
-            events = self.subscribers.next(principal, after, types, STREAM_BATCH, heartbeat, ended)
+        heartbeat = self.subscribers.settings.heartbeat_seconds
+        while not subscription.ended():
+            events = subscription.next(after, types, STREAM_BATCH, heartbeat)
             for event in events:
                 yield _frame(event)
                 after = event.position
-            if not events and not ended():
+            if not events and not subscription.ended():
                 yield b": heartbeat\n\n"
 
 
