@@ -10,7 +10,7 @@ from typing import Any
 
 import falcon
 
-from titen.api.rest import errors
+from titen.api.rest import errors, jsonrpc
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication, Me
 from titen.api.rest.body import BodyLimit
@@ -18,10 +18,8 @@ from titen.api.rest.events import Events, EventStream, EventTickets, Subscribers
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.jsonrpc import SESSION_HEADER
 from titen.api.rest.leases import Lease, Leases
 from titen.api.rest.logs import REQUEST_ID, RequestLog
-from titen.api.rest.mcp import PATH as MCP
 from titen.api.rest.mcp import Mcp
 from titen.api.rest.methods import Router
 from titen.api.rest.metrics import RequestMetrics
@@ -41,7 +39,7 @@ from titen.service.bootstrap import Services
 from titen.service.budget import OrgBudget
 from titen.service.targets import Targets
 
-EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow", SESSION_HEADER)
+EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow", jsonrpc.SESSION_HEADER)
 """Answer headers a page may read beyond the CORS-safelisted ones."""
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -68,7 +66,7 @@ ROUTES: tuple[tuple[str, type], ...] = (
     ("/v1/webhooks/{webhook_id}/rotate-secret", WebhookSecret),
     ("/v1/webhooks/{webhook_id}/enable", WebhookEnable),
     ("/v1/webhooks/{webhook_id}/deliveries", WebhookDeliveries),
-    (MCP, Mcp),
+    (jsonrpc.PATH, Mcp),
 )
 """Every route: its URI template and its resource class, whose `contract` the OpenAPI document
 shows (`titen openapi` reads this table without building the app)."""

@@ -8,7 +8,6 @@ import asyncio
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # a2wsgi (with anyio) is imported when the first request starts the loop
@@ -18,23 +17,17 @@ if TYPE_CHECKING:  # a2wsgi (with anyio) is imported when the first request star
     from starlette.applications import Starlette
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-
-
 class AsgiBridge:
     """Calls the app `make()` builds for a WSGI environ and collects its whole answer (JSON, not
-    streams); the app finds the environ in its scope (a2wsgi's `wsgi_environ`)."""
+    streams): status, headers, body. The app finds the environ in its scope (a2wsgi's
+    `wsgi_environ`)."""
 
     def __init__(self, make: Callable[[], Starlette]):
         self.make = make
         self._lock = threading.Lock()
         self._wsgi: ASGIMiddleware | None = None
 
-    def call(self, environ: dict[str, Any]) -> Answer:
+    def call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
         started: list[tuple[str, list[tuple[str, str]]]] = []
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
@@ -42,7 +35,7 @@ class AsgiBridge:
 
         body = b"".join(self._started()(cast("Environ", environ), start_response))
         status, headers = started[-1]
-        return Answer(int(status.split(" ", 1)[0]), headers, body)
+        return int(status.split(" ", 1)[0]), headers, body
 
     def _started(self) -> ASGIMiddleware:
         with self._lock:

@@ -29,8 +29,6 @@ from titen.service.leases import LeaseService
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-PATH = jsonrpc.PATH
-SESSION_HEADER = jsonrpc.SESSION_HEADER
 CALLER = "titen.caller"  # the environ's entry: the key's principal
 NO_SESSION = "No MCP session with this id for this key: initialize a new one."
 FOREIGN_ORIGIN = (
@@ -112,7 +110,7 @@ class Mcp:
         require_json(req)
         message = _message(raw)
         key_hash, _ = key_of(req)
-        session = req.get_header(SESSION_HEADER)
+        session = req.get_header(jsonrpc.SESSION_HEADER)
         if session is not None and not self.sessions.belongs(session, key_hash):
             raise error(404, NO_SESSION)
         environ = {
@@ -122,14 +120,12 @@ class Mcp:
             CALLER: principal_of(req),
         }
         environ.pop("HTTP_CONTENT_ENCODING", None)  # inflated by read_body
-        answer = self.bridge.call(environ)
-        resp.status = answer.status
-        for name, value in answer.headers:
+        resp.status_code, headers, resp.data = self.bridge.call(environ)
+        for name, value in headers:
             if name.lower() != "content-length":
                 resp.append_header(name, value)
-        resp.data = answer.body
-        if session is None and answer.status == 200 and message.get("method") == "initialize":
-            resp.set_header(SESSION_HEADER, self.sessions.issue(key_hash))
+        if session is None and resp.status_code == 200 and message.get("method") == "initialize":
+            resp.set_header(jsonrpc.SESSION_HEADER, self.sessions.issue(key_hash))
 
     def _check_origin(self, req: falcon.Request) -> None:
         """403 for a page of another origin (against DNS rebinding); no `Origin`: no page."""
@@ -172,4 +168,4 @@ def _sdk_app(leases: LeaseService, handoffs: HandoffService) -> Starlette:
     server process would import."""
     from titen.api.rest.mcp_app import transport
 
-    return transport(leases, handoffs, PATH, CALLER)
+    return transport(leases, handoffs, jsonrpc.PATH, CALLER)
