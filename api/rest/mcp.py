@@ -128,27 +128,18 @@ class Mcp:
             resp.set_header(jsonrpc.SESSION_HEADER, self.sessions.issue(key_hash))
 
     def _check_origin(self, req: falcon.Request) -> None:
-        """403 for a page of another origin (against DNS rebinding); no `Origin`: no page."""
+        """403 for a page of another origin (against DNS rebinding); no `Origin`: no page. The
+        server's own origin is the Host it was reached at, over http or (behind a proxy ending
+        TLS) https."""
         origin = req.get_header("Origin")
         if origin is None:
             return
-        try:
+        with suppress(ValueError):  # an Origin, or a Host, that no origin can name
             origin = parse_origin(origin)
-        except ValueError:
-            raise error(403, FOREIGN_ORIGIN) from None
-        host = req.get_header("Host") or ""
-        if origin not in self.origins and origin not in _own_origins(host):
-            raise error(403, FOREIGN_ORIGIN)
-
-
-def _own_origins(host: str) -> set[str]:
-    """The server's own origin by the Host it was reached at, over http or (behind a proxy
-    ending TLS) https."""
-    own = set()
-    for scheme in ("http", "https"):
-        with suppress(ValueError):  # a Host no origin can name
-            own.add(parse_origin(f"{scheme}://{host}"))
-    return own
+            own = f"{origin.partition(':')[0]}://{req.get_header('Host') or ''}"
+            if origin in self.origins or origin == parse_origin(own):
+                return
+        raise error(403, FOREIGN_ORIGIN)
 
 
 def _message(raw: bytes) -> dict[str, Any]:
