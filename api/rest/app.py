@@ -99,9 +99,10 @@ def create_app(
     ]
     app = falcon.App(middleware=middleware, router=Router())
     errors.install(app)
-    resources = _resources(services, settings)
-    for template, resource in ROUTES:
-        app.add_route(template, resources[resource])
+    offered = _offered(services, settings)
+    for template, resource in ROUTES:  # each given what its parameters (its fields) name
+        names = signature(resource).parameters
+        app.add_route(template, resource(**{name: offered[name] for name in names}))
     return app
 
 
@@ -129,18 +130,13 @@ class PathIds:
             raise errors.error(404)
 
 
-def _resources(services: Services, settings: ServerSettings) -> dict[type, object]:
-    """One instance of each resource class, each parameter (a dataclass field) given by its name:
-    a service, or one of the few things made here."""
-    offered = {
+def _offered(services: Services, settings: ServerSettings) -> dict[str, Any]:
+    """What a resource's parameter may name: a service, or one of the few things made here."""
+    return {
         **vars(services),
         "origins": settings.cors_origins,
         "document": openapi(),
         "idempotency": Idempotency(services.answers),
         "targets": Targets(settings.allow_private_webhooks),
         "subscribers": Subscribers(settings, services.revocations, services.recent_events),
-    }
-    return {
-        resource: resource(**{name: offered[name] for name in signature(resource).parameters})
-        for _, resource in ROUTES
     }

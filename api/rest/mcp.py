@@ -8,8 +8,8 @@ any request; nothing is streamed (GET and DELETE answer 405), so no thread is he
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from contextlib import suppress
+from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +65,9 @@ JSON_RPC_ERROR = {
     "carry REST's message, and its code in `data.code`; the protocol's own (400, 404, 406) "
     "may carry no `data`.",
 }
-PROTOCOL_ERRORS = (400, 404, 406)  # the SDK's own JSON-RPC errors
 
 
+@dataclass
 class Mcp:
     contract = operations(
         post=Operation(
@@ -86,23 +86,20 @@ class Mcp:
             bodiless=(202,),
             errors=("FORBIDDEN", "NOT_FOUND"),
             error_schema=MCP_ERROR,
-            protocol_errors=PROTOCOL_ERRORS,
+            protocol_errors=(400, 404, 406),  # the SDK's own JSON-RPC errors
             components={MCP_ERROR: JSON_RPC_ERROR},
         )
     )
 
-    def __init__(
-        self,
-        leases: LeaseService,
-        handoffs: HandoffService,
-        mcp_sessions: SessionIds,
-        origins: Iterable[str],
-    ):
-        self.sessions = mcp_sessions
-        self.origins = frozenset(origins)  # besides the server's own (`--cors-origin`)
+    leases: LeaseService
+    handoffs: HandoffService
+    mcp_sessions: SessionIds
+    origins: tuple[str, ...]  # besides the server's own (`--cors-origin`)
+
+    def __post_init__(self) -> None:
         # The SDK logs each stateless request's end at INFO: the request log has it.
         logging.getLogger("mcp.server").setLevel(logging.WARNING)
-        self.bridge = AsgiBridge(lambda: _sdk_app(leases, handoffs))
+        self.bridge = AsgiBridge(lambda: _sdk_app(self.leases, self.handoffs))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._check_origin(req)
@@ -111,7 +108,7 @@ class Mcp:
         message = _message(raw)
         key_hash, _ = key_of(req)
         session = req.get_header(jsonrpc.SESSION_HEADER)
-        if session is not None and not self.sessions.belongs(session, key_hash):
+        if session is not None and not self.mcp_sessions.belongs(session, key_hash):
             raise error(404, NO_SESSION)
         environ = {
             **req.env,
@@ -125,7 +122,7 @@ class Mcp:
             if name.lower() != "content-length":
                 resp.append_header(name, value)
         if session is None and resp.status_code == 200 and message.get("method") == "initialize":
-            resp.set_header(jsonrpc.SESSION_HEADER, self.sessions.issue(key_hash))
+            resp.set_header(jsonrpc.SESSION_HEADER, self.mcp_sessions.issue(key_hash))
 
     def _check_origin(self, req: falcon.Request) -> None:
         """403 for a page of another origin (against DNS rebinding); no `Origin`: no page. The
