@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # a2wsgi (with anyio) is imported when the first request starts the loop
@@ -45,21 +45,16 @@ class AsgiBridge:
                 app = self.make()
                 wsgi = ASGIMiddleware(cast("ASGIApp", app))  # starts a thread running its loop
                 entered: Future[None] = Future()
-                asyncio.run_coroutine_threadsafe(self._hold(app, entered), wsgi.loop)
-                try:
-                    entered.result()  # raises what entering the lifespan raised
-                except BaseException:
-                    wsgi.loop.call_soon_threadsafe(wsgi.loop.stop)  # the next request: afresh
-                    raise
+                held = asyncio.run_coroutine_threadsafe(self._hold(app, entered), wsgi.loop)
+                wait((entered, held), return_when=FIRST_COMPLETED)
+                if not entered.done():  # entering the lifespan failed: the next request, afresh
+                    wsgi.loop.call_soon_threadsafe(wsgi.loop.stop)
+                    held.result()  # raises what it raised
                 self._wsgi = wsgi
             return self._wsgi
 
-    async def _hold(self, app: Starlette, entered: Future[None]) -> None:
-        try:
-            async with app.router.lifespan_context(app):
-                entered.set_result(None)
-                await asyncio.Event().wait()  # for the life of the process
-        except BaseException as exc:
-            if not entered.done():
-                entered.set_exception(exc)
-            raise
+    @staticmethod
+    async def _hold(app: Starlette, entered: Future[None]) -> None:
+        async with app.router.lifespan_context(app):
+            entered.set_result(None)
+            await asyncio.Event().wait()  # for the life of the process

@@ -130,7 +130,8 @@ class Subscribers:
         self._admit(principal)
         try:
             with self.revocations.watch(*key_of(req)) as watch:
-                gone = self._client_gone(req)
+                watch_client = req.env.get(WATCH_CLIENT)  # wakes waiters when the client goes
+                gone = watch_client(self.recent.wake) if watch_client else lambda: False
                 yield Subscription(self.recent, principal, watch.revoked, gone)
         finally:
             self.recent.unsubscribe(principal.organization)
@@ -154,13 +155,6 @@ class Subscribers:
             self._held.update(_scopes(principal))
         SUBSCRIBERS.inc()
         self.recent.subscribe(org)
-
-    def _client_gone(self, req: falcon.Request) -> Callable[[], bool]:
-        """Whether the client has closed its connection (waiters are woken when it does)."""
-        watch = req.env.get(WATCH_CLIENT)
-        if watch is None:
-            return lambda: False
-        return watch(self.recent.wake)
 
 
 def _scopes(principal: Principal) -> tuple[tuple[str, ...], ...]:
@@ -340,7 +334,7 @@ def _types(req: falcon.Request) -> tuple[str, ...]:
     if raw is None:
         return ()
     types = tuple(dict.fromkeys(t.strip() for t in raw.split(",")))
-    if not types or any(t not in PUBLISHED for t in types):
+    if any(t not in PUBLISHED for t in types):
         raise error(400, f"types must be a comma-separated list of: {', '.join(PUBLISHED)}.")
     return types
 
