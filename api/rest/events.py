@@ -122,25 +122,13 @@ class Subscribers:
     revocations: Revocations
     recent: RecentEvents
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _held: Counter[tuple[str, ...]] = field(default_factory=Counter)  # by _scopes
+    _held: Counter[tuple[str, ...]] = field(default_factory=Counter)  # by (), (org,), (org, name)
 
     @contextmanager
     def held(self, req: falcon.Request, principal: Principal) -> Iterator[Subscription]:
         """A slot for the request's principal while the block runs."""
-        self._admit(principal)
-        try:
-            with self.revocations.watch(*key_of(req)) as watch:
-                watch_client = req.env.get(WATCH_CLIENT)  # wakes waiters when the client goes
-                gone = watch_client(self.recent.wake) if watch_client else lambda: False
-                yield Subscription(self.recent, principal, watch.revoked, gone)
-        finally:
-            self.recent.unsubscribe(principal.organization)
-            SUBSCRIBERS.dec()
-            with self._lock:
-                self._held -= Counter(_scopes(principal))  # drops the scopes now at 0
-
-    def _admit(self, principal: Principal) -> None:
         org, name, limits = principal.organization, principal.name, self.settings
+        scopes = Counter([(), (org,), (org, name)])  # the limit, the org's quota, the principal's
         with self._lock:
             if self._held[org, name] >= limits.max_subscribers_per_principal:
                 raise _over(f"This principal already holds {limits.max_subscribers_per_principal}")
@@ -152,14 +140,19 @@ class Subscribers:
                     f"Too many open subscriptions on this server (limit {limits.max_subscribers}); "
                     "retry later or poll GET /v1/events without wait.",
                 )
-            self._held.update(_scopes(principal))
+            self._held += scopes
         SUBSCRIBERS.inc()
         self.recent.subscribe(org)
-
-
-def _scopes(principal: Principal) -> tuple[tuple[str, ...], ...]:
-    """What a slot counts against: the limit, the organization's quota, the principal's."""
-    return (), (principal.organization,), (principal.organization, principal.name)
+        try:
+            with self.revocations.watch(*key_of(req)) as watch:
+                watch_client = req.env.get(WATCH_CLIENT)  # wakes waiters when the client goes
+                gone = watch_client(self.recent.wake) if watch_client else lambda: False
+                yield Subscription(self.recent, principal, watch.revoked, gone)
+        finally:
+            self.recent.unsubscribe(org)
+            SUBSCRIBERS.dec()
+            with self._lock:
+                self._held -= scopes  # drops the scopes now at 0
 
 
 def _over(holds: str) -> falcon.HTTPError:
