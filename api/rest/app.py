@@ -5,22 +5,21 @@ are bearer tokens, so no page gets ambient authority from a visitor's browser.""
 from __future__ import annotations
 
 import re
+from inspect import signature
 from typing import Any
 
 import falcon
 
-from titen.api.rest import errors
+from titen.api.rest import errors, jsonrpc
 from titen.api.rest.audit import AuditHandoff, AuditLease, AuditResource
 from titen.api.rest.auth import Authentication, Me
 from titen.api.rest.body import BodyLimit
-from titen.api.rest.events import Events, EventStream, EventTickets, Limits, Subscribers
+from titen.api.rest.events import Events, EventStream, EventTickets, Subscribers
 from titen.api.rest.handoffs import HandoffItem, HandoffResolution, Handoffs
 from titen.api.rest.health import Health, Ready
 from titen.api.rest.idempotency import Idempotency
-from titen.api.rest.jsonrpc import SESSION_HEADER
 from titen.api.rest.leases import Lease, Leases
 from titen.api.rest.logs import REQUEST_ID, RequestLog
-from titen.api.rest.mcp import PATH as MCP
 from titen.api.rest.mcp import Mcp
 from titen.api.rest.methods import Router
 from titen.api.rest.metrics import RequestMetrics
@@ -40,7 +39,7 @@ from titen.service.bootstrap import Services
 from titen.service.budget import OrgBudget
 from titen.service.targets import Targets
 
-EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow", SESSION_HEADER)
+EXPOSED = (REQUEST_ID, "Idempotent-Replayed", "WWW-Authenticate", "Allow", jsonrpc.SESSION_HEADER)
 """Answer headers a page may read beyond the CORS-safelisted ones."""
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -67,7 +66,7 @@ ROUTES: tuple[tuple[str, type], ...] = (
     ("/v1/webhooks/{webhook_id}/rotate-secret", WebhookSecret),
     ("/v1/webhooks/{webhook_id}/enable", WebhookEnable),
     ("/v1/webhooks/{webhook_id}/deliveries", WebhookDeliveries),
-    (MCP, Mcp),
+    (jsonrpc.PATH, Mcp),
 )
 """Every route: its URI template and its resource class, whose `contract` the OpenAPI document
 shows (`titen openapi` reads this table without building the app)."""
@@ -100,9 +99,10 @@ def create_app(
     ]
     app = falcon.App(middleware=middleware, router=Router())
     errors.install(app)
-    resources = _resources(services, settings)
-    for template, resource in ROUTES:
-        app.add_route(template, resources[resource])
+    offered = _offered(services, settings)
+    for template, resource in ROUTES:  # each given what its parameters (its fields) name
+        names = signature(resource).parameters
+        app.add_route(template, resource(**{name: offered[name] for name in names}))
     return app
 
 
@@ -130,39 +130,13 @@ class PathIds:
             raise errors.error(404)
 
 
-def _resources(services: Services, settings: ServerSettings) -> dict[type, object]:
-    """One instance of each resource class, given only the service it calls."""
-    recent = services.recent_events
-    limits = Limits(
-        settings.max_subscribers,
-        settings.max_subscribers_per_org,
-        settings.max_subscribers_per_principal,
-    )
-    subscribers = Subscribers(limits, settings.heartbeat_seconds, services.revocations, recent)
-    idempotency = Idempotency(services.answers)
-    webhooks = services.webhooks
+def _offered(services: Services, settings: ServerSettings) -> dict[str, Any]:
+    """What a resource's parameter may name: a service, or one of the few things made here."""
     return {
-        Health: Health(),
-        Ready: Ready(services.readiness, services.keys),
-        OpenAPIDocument: OpenAPIDocument(openapi()),
-        Docs: Docs(),
-        Console: Console(),
-        Me: Me(),
-        Leases: Leases(services.leases, idempotency),
-        Lease: Lease(services.leases),
-        Handoffs: Handoffs(services.handoffs, idempotency),
-        HandoffItem: HandoffItem(services.handoffs),
-        HandoffResolution: HandoffResolution(services.handoffs, idempotency),
-        Events: Events(recent, subscribers),
-        EventStream: EventStream(recent, subscribers),
-        EventTickets: EventTickets(services.tickets),
-        AuditResource: AuditResource(services.auditor),
-        AuditLease: AuditLease(services.auditor),
-        AuditHandoff: AuditHandoff(services.auditor),
-        WebhookList: WebhookList(webhooks, Targets(settings.allow_private_webhooks), idempotency),
-        WebhookItem: WebhookItem(webhooks),
-        WebhookSecret: WebhookSecret(webhooks, idempotency),
-        WebhookEnable: WebhookEnable(webhooks, idempotency),
-        WebhookDeliveries: WebhookDeliveries(webhooks),
-        Mcp: Mcp(services.leases, services.handoffs, services.mcp_sessions, settings.cors_origins),
+        **vars(services),
+        "origins": settings.cors_origins,
+        "document": openapi(),
+        "idempotency": Idempotency(services.answers),
+        "targets": Targets(settings.allow_private_webhooks),
+        "subscribers": Subscribers(settings, services.revocations, services.recent_events),
     }

@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # a2wsgi (with anyio) is imported when the first request starts the loop
@@ -18,24 +17,17 @@ if TYPE_CHECKING:  # a2wsgi (with anyio) is imported when the first request star
     from starlette.applications import Starlette
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-
-
 class AsgiBridge:
     """Calls the app `make()` builds for a WSGI environ and collects its whole answer (JSON, not
-    streams); the environ's entries named in `carry` are copied into the ASGI scope."""
+    streams): status, headers, body. The app finds the environ in its scope (a2wsgi's
+    `wsgi_environ`)."""
 
-    def __init__(self, make: Callable[[], Starlette], carry: tuple[str, ...] = ()):
+    def __init__(self, make: Callable[[], Starlette]):
         self.make = make
-        self.carry = carry
         self._lock = threading.Lock()
         self._wsgi: ASGIMiddleware | None = None
 
-    def call(self, environ: dict[str, Any]) -> Answer:
+    def call(self, environ: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
         started: list[tuple[str, list[tuple[str, str]]]] = []
 
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None):
@@ -43,7 +35,7 @@ class AsgiBridge:
 
         body = b"".join(self._started()(cast("Environ", environ), start_response))
         status, headers = started[-1]
-        return Answer(int(status.split(" ", 1)[0]), headers, body)
+        return int(status.split(" ", 1)[0]), headers, body
 
     def _started(self) -> ASGIMiddleware:
         with self._lock:
@@ -51,32 +43,18 @@ class AsgiBridge:
                 from a2wsgi import ASGIMiddleware
 
                 app = self.make()
-                wsgi = ASGIMiddleware(self._carrying(app))  # starts a thread running its loop
+                wsgi = ASGIMiddleware(cast("ASGIApp", app))  # starts a thread running its loop
                 entered: Future[None] = Future()
-                asyncio.run_coroutine_threadsafe(self._hold(app, entered), wsgi.loop)
-                try:
-                    entered.result()  # raises what entering the lifespan raised
-                except BaseException:
-                    wsgi.loop.call_soon_threadsafe(wsgi.loop.stop)  # the next request: afresh
-                    raise
+                held = asyncio.run_coroutine_threadsafe(self._hold(app, entered), wsgi.loop)
+                wait((entered, held), return_when=FIRST_COMPLETED)
+                if not entered.done():  # entering the lifespan failed: the next request, afresh
+                    wsgi.loop.call_soon_threadsafe(wsgi.loop.stop)
+                    held.result()  # raises what it raised
                 self._wsgi = wsgi
             return self._wsgi
 
-    def _carrying(self, app: Starlette) -> ASGIApp:
-        async def carrying(scope: Any, receive: Any, send: Any) -> None:
-            environ = scope["wsgi_environ"]  # a2wsgi's: the environ the scope was made from
-            for name in self.carry:
-                scope[name] = environ[name]
-            await app(scope, receive, send)
-
-        return carrying
-
-    async def _hold(self, app: Starlette, entered: Future[None]) -> None:
-        try:
-            async with app.router.lifespan_context(app):
-                entered.set_result(None)
-                await asyncio.Event().wait()  # for the life of the process
-        except BaseException as exc:
-            if not entered.done():
-                entered.set_exception(exc)
-            raise
+    @staticmethod
+    async def _hold(app: Starlette, entered: Future[None]) -> None:
+        async with app.router.lifespan_context(app):
+            entered.set_result(None)
+            await asyncio.Event().wait()  # for the life of the process

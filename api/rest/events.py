@@ -11,7 +11,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import falcon
@@ -44,6 +45,7 @@ from titen.api.rest.paging import (
     reject_unknown,
     single,
 )
+from titen.api.rest.settings import ServerSettings
 from titen.domain.clock import iso
 from titen.domain.events import PUBLISHED
 from titen.domain.published import LEASE_ACQUIRED
@@ -87,17 +89,16 @@ def _event(kind: str) -> dict[str, Any]:
     )
 
 
-def _component(kind: str) -> str:
-    """The schema's name for an event type: `lease.acquired` → `LeaseAcquiredEvent`."""
-    return "".join(word.capitalize() for word in kind.split(".")) + "Event"
-
-
-EVENT_SCHEMAS = {_component(kind): _event(kind) for kind in PUBLISHED}
+COMPONENTS = {
+    kind: "".join(w.capitalize() for w in kind.split(".")) + "Event" for kind in PUBLISHED
+}
+"""Each event type's schema name: `lease.acquired` → `LeaseAcquiredEvent`."""
+EVENT_SCHEMAS = {COMPONENTS[kind]: _event(kind) for kind in PUBLISHED}
 EVENT = {
-    "oneOf": [ref(_component(kind)) for kind in PUBLISHED],
+    "oneOf": [ref(name) for name in COMPONENTS.values()],
     "discriminator": {
         "propertyName": "type",
-        "mapping": {kind: ref(_component(kind))["$ref"] for kind in PUBLISHED},
+        "mapping": {kind: ref(name)["$ref"] for kind, name in COMPONENTS.items()},
     },
 }
 """One schema per type, told apart by `type` (so a typed client narrows `data` by it)."""
@@ -110,96 +111,81 @@ FRAME = obj(
 )
 
 
-@dataclass(frozen=True)
-class Limits:
-    total: int
-    per_org: int
-    per_principal: int
-
-
+@dataclass
 class Subscribers:
     """One process's streams and waiting long-polls, each holding a thread: their slots (a
     limit, 503, and quotas per organization and per principal, 429 TOO_MANY_SUBSCRIBERS,
     checked first so that a noisy organization is told it is the one over), their heartbeat,
     and what ends them."""
 
-    def __init__(
-        self,
-        limits: Limits,
-        heartbeat_seconds: float,
-        revocations: Revocations,
-        recent: RecentEvents,
-    ):
-        self.limits = limits
-        self.heartbeat_seconds = heartbeat_seconds
-        self.revocations = revocations
-        self.recent = recent
-        self._lock = threading.Lock()
-        self._held: Counter[tuple[str, ...]] = Counter()  # by (), (org,) and (org, principal)
+    settings: ServerSettings
+    revocations: Revocations
+    recent: RecentEvents
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _held: Counter[tuple[str, ...]] = field(default_factory=Counter)  # by (), (org,), (org, name)
 
-    def admit(self, principal: Principal) -> None:
-        org, name = principal.organization, principal.name
+    @contextmanager
+    def held(self, req: falcon.Request, principal: Principal) -> Iterator[Subscription]:
+        """A slot for the request's principal while the block runs."""
+        org, name, limits = principal.organization, principal.name, self.settings
+        scopes = Counter([(), (org,), (org, name)])  # the limit, the org's quota, the principal's
         with self._lock:
-            if self._held[org, name] >= self.limits.per_principal:
-                raise _over(f"This principal already holds {self.limits.per_principal}")
-            if self._held[org,] >= self.limits.per_org:
-                raise _over(f"This organization already holds {self.limits.per_org}")
-            if self._held[()] >= self.limits.total:
+            if self._held[org, name] >= limits.max_subscribers_per_principal:
+                raise _over(f"This principal already holds {limits.max_subscribers_per_principal}")
+            if self._held[org,] >= limits.max_subscribers_per_org:
+                raise _over(f"This organization already holds {limits.max_subscribers_per_org}")
+            if self._held[()] >= limits.max_subscribers:
                 raise error(
                     503,
-                    f"Too many open subscriptions on this server (limit {self.limits.total}); "
+                    f"Too many open subscriptions on this server (limit {limits.max_subscribers}); "
                     "retry later or poll GET /v1/events without wait.",
                 )
-            self._held.update(_scopes(principal))
+            self._held += scopes
         SUBSCRIBERS.inc()
         self.recent.subscribe(org)
-
-    def leave(self, principal: Principal) -> None:
-        self.recent.unsubscribe(principal.organization)
-        SUBSCRIBERS.dec()
-        with self._lock:
-            self._held.subtract(_scopes(principal))
-            for scope in _scopes(principal):
-                if not self._held[scope]:
-                    del self._held[scope]
-
-    def client_gone(self, req: falcon.Request) -> Callable[[], bool]:
-        """Whether the client has closed its connection (waiters are woken when it does)."""
-        watch = req.env.get(WATCH_CLIENT)
-        if watch is None:
-            return lambda: False
-        return watch(self.recent.wake)
-
-    def next(
-        self,
-        principal: Principal,
-        after: int,
-        types: tuple[str, ...],
-        limit: int,
-        seconds: float,
-        ended: Callable[[], bool],
-    ) -> list[Published]:
-        """The events after `after`, waiting up to `seconds` for the first; none once `ended`."""
-        recent, organization = self.recent, principal.organization
-        deadline = time.monotonic() + seconds
-        while not ended():
-            seen = recent.version(organization)
-            request_budget.start()  # a fresh deadline: the wait was not on the database
-            events = recent.read(organization, after, types, limit, principal.party)
-            if events or (left := deadline - time.monotonic()) <= 0:
-                return events
-            recent.wait_past(organization, seen, left, ended)
-        return []
-
-
-def _scopes(principal: Principal) -> tuple[tuple[str, ...], ...]:
-    """What a slot counts against: the limit, the organization's quota, the principal's."""
-    return (), (principal.organization,), (principal.organization, principal.name)
+        try:
+            with self.revocations.watch(*key_of(req)) as watch:
+                watch_client = req.env.get(WATCH_CLIENT)  # wakes waiters when the client goes
+                gone = watch_client(self.recent.wake) if watch_client else lambda: False
+                yield Subscription(self.recent, principal, watch.revoked, gone)
+        finally:
+            self.recent.unsubscribe(org)
+            SUBSCRIBERS.dec()
+            with self._lock:
+                self._held -= scopes  # drops the scopes now at 0
 
 
 def _over(holds: str) -> falcon.HTTPError:
     message = f"{holds} open subscriptions on this server, its quota; {ADVICE}"
     return error(429, message, TOO_MANY_SUBSCRIBERS)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A held slot's reads, until it has ended: its key revoked, or its client gone."""
+
+    recent: RecentEvents
+    principal: Principal
+    revoked: threading.Event
+    gone: Callable[[], bool]
+
+    def ended(self) -> bool:
+        return self.revoked.is_set() or self.gone()
+
+    def next(
+        self, after: int, types: tuple[str, ...], limit: int, seconds: float
+    ) -> list[Published]:
+        """The events after `after`, waiting up to `seconds` for the first; none once ended."""
+        recent, organization = self.recent, self.principal.organization
+        deadline = time.monotonic() + seconds
+        while not self.ended():
+            seen = recent.version(organization)
+            request_budget.start()  # a fresh deadline: the wait was not on the database
+            events = recent.read(organization, after, types, limit, self.principal.party)
+            if events or (left := deadline - time.monotonic()) <= 0:
+                return events
+            recent.wait_past(organization, seen, left, self.ended)
+        return []
 
 
 @dataclass
@@ -222,31 +208,22 @@ class Events:
         )
     )
 
-    recent: RecentEvents
+    recent_events: RecentEvents
     subscribers: Subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         principal = principal_of(req)
         reject_unknown(req.params, {"after", "types", "limit", "wait", TICKET})
-        after = _after(req, single(req.params, "after"), self.recent)
+        after = _after(req, single(req.params, "after"), self.recent_events)
         types, limit, wait = _types(req), read_limit(req.params), _wait(req)
-        events = self.recent.read_committed(
+        events = self.recent_events.read_committed(
             principal.organization, after, types, limit, principal.party
         )
         if not events and wait > 0:
-            self.subscribers.admit(principal)
-            try:
-                with self.subscribers.revocations.watch(*key_of(req)) as watch:
-                    gone = self.subscribers.client_gone(req)
-
-                    def ended() -> bool:
-                        return watch.revoked.is_set() or gone()
-
-                    events = self.subscribers.next(principal, after, types, limit, wait, ended)
-                    if watch.revoked.is_set():
-                        raise error(401, "The API key was revoked.")
-            finally:
-                self.subscribers.leave(principal)
+            with self.subscribers.held(req, principal) as subscription:
+                events = subscription.next(after, types, limit, wait)
+                if subscription.revoked.is_set():
+                    raise error(401, "The API key was revoked.")
         resp.media = {
             "data": {
                 "events": [e.served() for e in events],
@@ -282,7 +259,7 @@ class EventStream:
         )
     )
 
-    recent: RecentEvents
+    recent_events: RecentEvents
     subscribers: Subscribers
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -290,59 +267,44 @@ class EventStream:
         reject_unknown(req.params, {"after", "types", TICKET})
         # EventSource reconnects to its URL, `after` and all, naming its last frame in the header.
         cursor = req.get_header("Last-Event-ID") or single(req.params, "after")
-        after, types = _after(req, cursor, self.recent), _types(req)
+        after, types = _after(req, cursor, self.recent_events), _types(req)
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
         if is_head(req):
             resp.stream = iter(())  # no slot, and, as for a stream, no Content-Length
             return
-        self.subscribers.admit(principal)
-        gone = self.subscribers.client_gone(req)
-        frames = self._frames(principal, after, types, key_of(req), gone)
-        resp.stream = Stream(frames, lambda: self.subscribers.leave(principal))
+        release = ExitStack()
+        subscription = release.enter_context(self.subscribers.held(req, principal))
+        frames = self._frames(subscription, after, types)
+        release.callback(frames.close)
+        resp.stream = Stream(frames, release.close)
 
     def _frames(
-        self,
-        principal: Principal,
-        after: int,
-        types: tuple[str, ...],
-        key: tuple[str, int],
-        gone: Callable[[], bool],
+        self, subscription: Subscription, after: int, types: tuple[str, ...]
     ) -> Generator[bytes, None, None]:
         """Until the key it was opened with is revoked, or its client goes away; a comment
         line after each quiet heartbeat, for proxies."""
-        with self.subscribers.revocations.watch(*key) as watch:
-
-            def ended() -> bool:
-                return watch.revoked.is_set() or gone()
-
-            yield b": connected\n\n"
-            while not ended():
-                heartbeat = self.subscribers.heartbeat_seconds
-                events = self.subscribers.next(
-                    principal, after, types, STREAM_BATCH, heartbeat, ended
-                )
-                for event in events:
-                    yield _frame(event)
-                    after = event.position
-                if not events and not ended():
-                    yield b": heartbeat\n\n"
+        yield b": connected\n\n"
+        heartbeat = self.subscribers.settings.heartbeat_seconds
+        while not subscription.ended():
+            events = subscription.next(after, types, STREAM_BATCH, heartbeat)
+            for event in events:
+                yield _frame(event)
+                after = event.position
+            if not events and not subscription.ended():
+                yield b": heartbeat\n\n"
 
 
+@dataclass(frozen=True)
 class Stream:
-    """A stream's WSGI body: `close()`, which the server calls started or not, frees its slot
-    (a generator's own `finally` would not run before its first frame)."""
+    """A stream's WSGI body: `close()`, which the server calls started or not, ends its frames
+    and frees its slot (a generator's own `finally` would not run before its first frame)."""
 
-    def __init__(self, frames: Generator[bytes, None, None], leave: Callable[[], None]):
-        self._frames, self._leave = frames, leave
+    frames: Iterator[bytes]
+    close: Callable[[], None]
 
     def __iter__(self) -> Iterator[bytes]:
-        return self._frames
-
-    def close(self) -> None:
-        leave, self._leave = self._leave, lambda: None
-        self._frames.close()
-        leave()
+        return self.frames
 
 
 def _frame(event: Published) -> bytes:
@@ -365,7 +327,7 @@ def _types(req: falcon.Request) -> tuple[str, ...]:
     if raw is None:
         return ()
     types = tuple(dict.fromkeys(t.strip() for t in raw.split(",")))
-    if not types or any(t not in PUBLISHED for t in types):
+    if any(t not in PUBLISHED for t in types):
         raise error(400, f"types must be a comma-separated list of: {', '.join(PUBLISHED)}.")
     return types
 

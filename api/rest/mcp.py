@@ -8,8 +8,8 @@ any request; nothing is streamed (GET and DELETE answer 405), so no thread is he
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from contextlib import suppress
+from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +29,7 @@ from titen.service.leases import LeaseService
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-PATH = jsonrpc.PATH
-SESSION_HEADER = jsonrpc.SESSION_HEADER
-CALLER = "titen.caller"  # the environ's and ASGI scope's entry: the key's principal
+CALLER = "titen.caller"  # the environ's entry: the key's principal
 NO_SESSION = "No MCP session with this id for this key: initialize a new one."
 FOREIGN_ORIGIN = (
     "Pages may call /mcp only from this server's own origin or one named by --cors-origin."
@@ -67,9 +65,9 @@ JSON_RPC_ERROR = {
     "carry REST's message, and its code in `data.code`; the protocol's own (400, 404, 406) "
     "may carry no `data`.",
 }
-PROTOCOL_ERRORS = (400, 404, 406)  # the SDK's own JSON-RPC errors
 
 
+@dataclass
 class Mcp:
     contract = operations(
         post=Operation(
@@ -88,23 +86,20 @@ class Mcp:
             bodiless=(202,),
             errors=("FORBIDDEN", "NOT_FOUND"),
             error_schema=MCP_ERROR,
-            protocol_errors=PROTOCOL_ERRORS,
+            protocol_errors=(400, 404, 406),  # the SDK's own JSON-RPC errors
             components={MCP_ERROR: JSON_RPC_ERROR},
         )
     )
 
-    def __init__(
-        self,
-        leases: LeaseService,
-        handoffs: HandoffService,
-        sessions: SessionIds,
-        origins: Iterable[str] = (),
-    ):
-        self.sessions = sessions
-        self.origins = frozenset(origins)  # besides the server's own (`--cors-origin`)
+    leases: LeaseService
+    handoffs: HandoffService
+    mcp_sessions: SessionIds
+    origins: tuple[str, ...]  # besides the server's own (`--cors-origin`)
+
+    def __post_init__(self) -> None:
         # The SDK logs each stateless request's end at INFO: the request log has it.
         logging.getLogger("mcp.server").setLevel(logging.WARNING)
-        self.bridge = AsgiBridge(lambda: _sdk_app(leases, handoffs), carry=(CALLER,))
+        self.bridge = AsgiBridge(lambda: _sdk_app(self.leases, self.handoffs))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         self._check_origin(req)
@@ -112,8 +107,8 @@ class Mcp:
         require_json(req)
         message = _message(raw)
         key_hash, _ = key_of(req)
-        session = req.get_header(SESSION_HEADER)
-        if session is not None and not self.sessions.belongs(session, key_hash):
+        session = req.get_header(jsonrpc.SESSION_HEADER)
+        if session is not None and not self.mcp_sessions.belongs(session, key_hash):
             raise error(404, NO_SESSION)
         environ = {
             **req.env,
@@ -122,37 +117,26 @@ class Mcp:
             CALLER: principal_of(req),
         }
         environ.pop("HTTP_CONTENT_ENCODING", None)  # inflated by read_body
-        answer = self.bridge.call(environ)
-        resp.status = answer.status
-        for name, value in answer.headers:
+        resp.status_code, headers, resp.data = self.bridge.call(environ)
+        for name, value in headers:
             if name.lower() != "content-length":
                 resp.append_header(name, value)
-        resp.data = answer.body
-        if session is None and answer.status == 200 and message.get("method") == "initialize":
-            resp.set_header(SESSION_HEADER, self.sessions.issue(key_hash))
+        if session is None and resp.status_code == 200 and message.get("method") == "initialize":
+            resp.set_header(jsonrpc.SESSION_HEADER, self.mcp_sessions.issue(key_hash))
 
     def _check_origin(self, req: falcon.Request) -> None:
-        """403 for a page of another origin (against DNS rebinding); no `Origin`: no page."""
+        """403 for a page of another origin (against DNS rebinding); no `Origin`: no page. The
+        server's own origin is the Host it was reached at, over http or (behind a proxy ending
+        TLS) https."""
         origin = req.get_header("Origin")
         if origin is None:
             return
-        try:
+        with suppress(ValueError):  # an Origin, or a Host, that no origin can name
             origin = parse_origin(origin)
-        except ValueError:
-            raise error(403, FOREIGN_ORIGIN) from None
-        host = req.get_header("Host") or ""
-        if origin not in self.origins and origin not in _own_origins(host):
-            raise error(403, FOREIGN_ORIGIN)
-
-
-def _own_origins(host: str) -> set[str]:
-    """The server's own origin by the Host it was reached at, over http or (behind a proxy
-    ending TLS) https."""
-    own = set()
-    for scheme in ("http", "https"):
-        with suppress(ValueError):  # a Host no origin can name
-            own.add(parse_origin(f"{scheme}://{host}"))
-    return own
+            own = f"{origin.partition(':')[0]}://{req.get_header('Host') or ''}"
+            if origin in self.origins or origin == parse_origin(own):
+                return
+        raise error(403, FOREIGN_ORIGIN)
 
 
 def _message(raw: bytes) -> dict[str, Any]:
@@ -172,4 +156,4 @@ def _sdk_app(leases: LeaseService, handoffs: HandoffService) -> Starlette:
     server process would import."""
     from titen.api.rest.mcp_app import transport
 
-    return transport(leases, handoffs, PATH, CALLER)
+    return transport(leases, handoffs, jsonrpc.PATH, CALLER)

@@ -24,14 +24,14 @@ log = logging.getLogger("titen.api")
 
 
 def transport(leases: LeaseService, handoffs: HandoffService, path: str, caller: str) -> Starlette:
-    """The SDK's transport at `path`, the tools acting as the scope's `caller` (the SDK hands
-    each call its HTTP request)."""
+    """The SDK's transport at `path`, the tools acting as the WSGI environ's `caller` (the SDK
+    hands each call its HTTP request, whose scope a2wsgi gave the environ)."""
 
     def agent(ctx: Context) -> ServiceAgent:
         request = ctx.request_context.request
         if request is None:
             raise RuntimeError("an MCP tool over HTTP was called without its HTTP request")
-        return ServiceAgent(leases, handoffs, request.scope[caller])
+        return ServiceAgent(leases, handoffs, request.scope["wsgi_environ"][caller])
 
     return build(agent).streamable_http_app(
         streamable_http_path=path,
