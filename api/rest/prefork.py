@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing.process import BaseProcess
 
+from titen.api.rest.connections import listen, stop_on_signals
 from titen.api.rest.settings import MULTIPROC_ENV, ServerSettings
-from titen.api.rest.signals import stop_on_signals
 
 log = logging.getLogger("titen.server")
 
@@ -36,7 +36,6 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
     """Serve with `workers` processes until stopped; the exit status."""
     with _run_folder() as folder:  # before this process imports prometheus-client, below
         from titen.api.rest.budget import org_budget
-        from titen.api.rest.connections import listen
         from titen.api.rest.logs import configure, default_format
         from titen.api.rest.server import announce, listeners, serve
         from titen.service.bootstrap import bootstrap
