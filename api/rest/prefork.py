@@ -16,7 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from multiprocessing.process import BaseProcess
 
 from titen.api.rest.connections import listen, stop_on_signals
@@ -50,6 +50,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         budget = org_budget(settings, folder)  # each organization's requests, counted by all
 
         def work() -> None:
+            configure(settings.log_format or default_format())  # a writer thread of its own
             taken.close()  # the parent's hold on the port; this worker takes its own
             sock = listen(settings.host, port, reuse_port=True)
             services = bootstrap(
@@ -59,10 +60,8 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
                 turn=sharing.turn(),
                 checkpoints=sharing.checkpoints,
             )
-            try:
+            with closing(services):
                 serve(services, settings, sock, metrics_sock, budget)
-            finally:
-                services.close()
 
         announce(f"{opened.database.redacted()}, {workers} workers", settings, taken, metrics_sock)
         return Supervisor(workers, work).run()
