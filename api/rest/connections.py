@@ -306,7 +306,8 @@ class Channel(HTTPChannel):
     def handle_read(self) -> None:
         if not self.draining_until:
             super().handle_read()
-            self._notice_gone()
+            if not self.connected:
+                self.end_wait()
             return
         try:
             self.drained += len(self.recv(self.adj.recv_bytes))  # an end of input closes
@@ -330,11 +331,7 @@ class Channel(HTTPChannel):
         self.draining_until = 0.0
         self.linger_after_close = False
         super().handle_close()
-        self._notice_gone()
-
-    def _notice_gone(self) -> None:
-        if not self.connected:
-            self.end_wait()
+        self.end_wait()
 
 
 class Server(TcpWSGIServer):
@@ -344,16 +341,6 @@ class Server(TcpWSGIServer):
     stopping = False
 
     def __init__(self, app: Any, settings: ServerSettings, threads: int, sock: socket.socket):
-        adjustments = Adjustments(
-            threads=threads,
-            ident="titen",
-            connection_limit=settings.connection_limit,
-            backlog=BACKLOG,
-            cleanup_interval=1,
-            channel_timeout=IDLE_SECONDS,
-            max_request_header_size=MAX_HEAD_BYTES,
-            max_request_body_size=MAX_BODY_BYTES + 1 + FRAMING_ALLOWANCE,
-        )
         self.settings = settings
         dispatchers: dict[int, Any] = {}
         self.poller = Poller(dispatchers)
@@ -361,7 +348,16 @@ class Server(TcpWSGIServer):
             app,
             map=dispatchers,
             _sock=sock,
-            adj=adjustments,
+            adj=Adjustments(
+                threads=threads,
+                ident="titen",
+                connection_limit=settings.connection_limit,
+                backlog=BACKLOG,
+                cleanup_interval=1,
+                channel_timeout=IDLE_SECONDS,
+                max_request_header_size=MAX_HEAD_BYTES,
+                max_request_body_size=MAX_BODY_BYTES + 1 + FRAMING_ALLOWANCE,
+            ),
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
             bind_socket=False,
         )
@@ -451,8 +447,7 @@ def allow_open_files(wanted: int) -> int:
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if target > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    return soft
+    return max(soft, target)
 
 
 READ = select.EPOLLIN | select.EPOLLPRI
