@@ -44,8 +44,7 @@ SUBSCRIBERS = Gauge(
 
 
 class RequestMetrics:
-    """Falcon middleware: counts and times every answered request, from its start in the
-    request log (the first middleware)."""
+    """Falcon middleware: counts and times every answered request from its start (`RequestLog`)."""
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool

@@ -112,8 +112,7 @@ class Supervisor:
         log.info("worker %d started", worker.pid)
 
     def _be_worker(self) -> None:
-        """Run the work, then exit without returning into multiprocessing's code, which would
-        wait for the threads it left."""
+        """Run the work, then `os._exit`: multiprocessing's code would wait for the threads left."""
         status = 1
         try:
             stop_on_signals()
@@ -169,12 +168,11 @@ def _ended(worker: BaseProcess) -> str:
 
 def _stop_with_parent(read_end: int, write_end: int) -> None:
     """SIGTERM this worker once the parent is gone, however it died: only the parent holds the
-    pipe's write end."""
+    pipe's write end, and nothing is written, so a read returns at its end."""
     os.close(write_end)
 
     def watch() -> None:
-        while os.read(read_end, 1):
-            pass
+        os.read(read_end, 1)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="titen-parent-watch", daemon=True).start()
