@@ -393,9 +393,8 @@ class Server(TcpWSGIServer):
 
 
 def stop_on_signals() -> None:
-    """How a server is told to stop: SIGTERM as Ctrl-C, once (later signals are ignored: they
-    would cut the cleanup short). KeyboardInterrupt raised in a finalizer is printed and dropped,
-    so the request is also remembered for `Server.maintenance` to raise again."""
+    """SIGTERM as Ctrl-C, once (later ones would cut the cleanup short). KeyboardInterrupt raised
+    in a finalizer is printed and dropped: the request is remembered for `Server.maintenance`."""
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
 
