@@ -278,7 +278,7 @@ _process_count = _at_least(1, "a number of workers (1 or more)")
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from titen.api.rest.signals import stop_on_signals
+    from titen.api.rest.connections import stop_on_signals
 
     settings = _settings(args)
     stop_on_signals()  # from here on, SIGTERM or Ctrl-C stops the server and it exits 0

@@ -15,8 +15,7 @@ POLICY_NAME = "org"  # in the RateLimit fields
 
 
 def org_budget(settings: ServerSettings, folder: str | None = None) -> OrgBudget | None:
-    """The node's budget (None with `--org-rate 0`), made before any fork; its workers' lock
-    file goes in `folder`."""
+    """The node's budget (None with `--org-rate 0`), made before any fork (its lock in `folder`)."""
     if settings.org_rate <= 0:
         return None
     lock = None if folder is None else os.path.join(folder, "org-budget")

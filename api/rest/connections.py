@@ -9,6 +9,7 @@ import json
 import re
 import resource
 import select
+import signal
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from waitress import wasyncore
@@ -30,9 +32,9 @@ from waitress.utilities import Error, RequestEntityTooLarge
 from titen.api.rest.body import MAX_BODY_BYTES
 from titen.api.rest.errors import DEFAULT_MESSAGES, code_for, envelope
 from titen.api.rest.settings import ServerSettings
-from titen.api.rest.signals import stop_requested
 
 _serving = threading.local()  # `channel`: the connection this thread serves
+_stop_requested = False  # by a signal (`stop_on_signals`)
 
 MAX_HEAD_BYTES = 64 * 1024
 OBS_FOLD = re.compile(rb"\r\n[ \t]")  # a header line continuing the one before
@@ -90,15 +92,12 @@ class BoundedRequest(HTTPRequestParser):
 
     def received(self, data: bytes) -> int:
         consumed = super().received(data)
-        if not self.completed and self.body_rcv is not None and self._over_limit():
-            self.error = RequestEntityTooLarge(f"exceeds {MAX_BODY_BYTES} bytes")
-            self.completed = True
+        if not self.completed and self.body_rcv is not None:  # its body awaited
+            self.body_started = self.body_started or time.time()
+            if (len(self.body_rcv) if self.chunked else self.content_length) > MAX_BODY_BYTES:
+                self.error = RequestEntityTooLarge(f"exceeds {MAX_BODY_BYTES} bytes")
+                self.completed = True
         return consumed
-
-    def _over_limit(self) -> bool:
-        if self.chunked:
-            return len(self.body_rcv) > MAX_BODY_BYTES
-        return self.content_length > MAX_BODY_BYTES
 
 
 class EnvelopeError(ErrorTask):
@@ -107,7 +106,7 @@ class EnvelopeError(ErrorTask):
     def execute(self) -> None:
         refusal = self.request.error
         status = refusal.code
-        message = REFUSED.get(status, lambda _: DEFAULT_MESSAGES[500])(refusal.body)
+        message = REFUSED.get(status, DEFAULT_MESSAGES[500]).format(refusal.body)
         path = getattr(self.request, "path", "")  # none when the request line was unreadable
         body = json.dumps(envelope(path, status, code_for(status), message)).encode()
         self.status = f"{status} {refusal.reason}"
@@ -118,15 +117,15 @@ class EnvelopeError(ErrorTask):
         self.channel.linger_after_close = status != RequestTimeout.code
 
 
-REFUSED: dict[int, Callable[[Any], str]] = {
-    408: lambda timeout: f"The request body did not arrive within {timeout:g} s.",
-    505: lambda version: f"{version} is not supported: this server speaks HTTP/1.0 and HTTP/1.1.",
-    413: lambda _: DEFAULT_MESSAGES[413],
-    431: lambda _: f"The request head is larger than {MAX_HEAD_BYTES // 1024} KiB.",
-    400: lambda detail: f"Malformed HTTP request: {detail}.",
-    501: lambda _: "Transfer-Encoding is not supported (only chunked).",
+REFUSED = {
+    408: "The request body did not arrive within {:g} s.",
+    505: "{} is not supported: this server speaks HTTP/1.0 and HTTP/1.1.",
+    413: DEFAULT_MESSAGES[413],
+    431: f"The request head is larger than {MAX_HEAD_BYTES // 1024} KiB.",
+    400: "Malformed HTTP request: {}.",
+    501: "Transfer-Encoding is not supported (only chunked).",
 }
-"""The words of waitress's refusals, by status, given its detail."""
+"""The words of waitress's refusals, by status: templates of its detail (`str.format`)."""
 
 
 class Task(WSGITask):
@@ -185,11 +184,8 @@ class Channel(HTTPChannel):
 
     def received(self, data: bytes) -> bool:
         accepted = super().received(data)
-        request = self.request
-        if request is None or request.headers_finished:
-            self.head_started = None  # between requests: waitress's idle timeout applies
-            if request is not None and request.body_started is None:
-                request.body_started = time.time()
+        if self.request is None or self.request.headers_finished:
+            self.head_started = None  # between requests (waitress's idle timeout) or in a body
         elif self.head_started is None:
             self.head_started = time.time()
         return accepted
@@ -310,7 +306,8 @@ class Channel(HTTPChannel):
     def handle_read(self) -> None:
         if not self.draining_until:
             super().handle_read()
-            self._notice_gone()
+            if not self.connected:
+                self.end_wait()
             return
         try:
             self.drained += len(self.recv(self.adj.recv_bytes))  # an end of input closes
@@ -334,11 +331,7 @@ class Channel(HTTPChannel):
         self.draining_until = 0.0
         self.linger_after_close = False
         super().handle_close()
-        self._notice_gone()
-
-    def _notice_gone(self) -> None:
-        if not self.connected:
-            self.end_wait()
+        self.end_wait()
 
 
 class Server(TcpWSGIServer):
@@ -348,16 +341,6 @@ class Server(TcpWSGIServer):
     stopping = False
 
     def __init__(self, app: Any, settings: ServerSettings, threads: int, sock: socket.socket):
-        adjustments = Adjustments(
-            threads=threads,
-            ident="titen",
-            connection_limit=settings.connection_limit,
-            backlog=BACKLOG,
-            cleanup_interval=1,
-            channel_timeout=IDLE_SECONDS,
-            max_request_header_size=MAX_HEAD_BYTES,
-            max_request_body_size=MAX_BODY_BYTES + 1 + FRAMING_ALLOWANCE,
-        )
         self.settings = settings
         dispatchers: dict[int, Any] = {}
         self.poller = Poller(dispatchers)
@@ -365,7 +348,16 @@ class Server(TcpWSGIServer):
             app,
             map=dispatchers,
             _sock=sock,
-            adj=adjustments,
+            adj=Adjustments(
+                threads=threads,
+                ident="titen",
+                connection_limit=settings.connection_limit,
+                backlog=BACKLOG,
+                cleanup_interval=1,
+                channel_timeout=IDLE_SECONDS,
+                max_request_header_size=MAX_HEAD_BYTES,
+                max_request_body_size=MAX_BODY_BYTES + 1 + FRAMING_ALLOWANCE,
+            ),
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
             bind_socket=False,
         )
@@ -391,13 +383,28 @@ class Server(TcpWSGIServer):
         super().pull_trigger()
 
     def maintenance(self, now: float) -> None:
-        """Waitress's idle check, then the deadlines; a lost stop (signals.py) is raised again."""
-        if stop_requested():
+        """Waitress's idle check, then the deadlines; a lost stop (`_stop`) is raised again."""
+        if _stop_requested:
             raise KeyboardInterrupt
         super().maintenance(now)
         self.poller.rescan = True  # any connection may have been told to close
         for channel in list(self.active_channels.values()):
             channel.check_deadlines(now)
+
+
+def stop_on_signals() -> None:
+    """SIGTERM as Ctrl-C, once (later ones would cut the cleanup short). KeyboardInterrupt raised
+    in a finalizer is printed and dropped: the request is remembered for `Server.maintenance`."""
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    global _stop_requested
+    _stop_requested = True
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 class CannotListen(Exception):
@@ -439,8 +446,7 @@ def allow_open_files(wanted: int) -> int:
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if target > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    return soft
+    return max(soft, target)
 
 
 READ = select.EPOLLIN | select.EPOLLPRI

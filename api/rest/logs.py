@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
 import random
 import re
@@ -38,7 +37,9 @@ def default_format() -> str:
 
 def configure(format: str) -> None:
     """Every record to stderr in `format`, at INFO and above, through `QueuedLines`."""
-    # No line shows them: not collecting them spares every record two lookups.
+    # No line shows them: not collecting them spares every record two lookups and a stack walk
+    # for its caller's file and line (the logging HOWTO's "Optimization").
+    logging._srcfile = None
     logging.logThreads = False
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
@@ -48,14 +49,19 @@ def configure(format: str) -> None:
 
 class QueuedLines(QueueHandler):
     """The stdlib's QueueHandler with its QueueListener writing to `target`. A record is queued
-    unformatted (formatting is most of a line's cost, here off the request thread); a forked
-    child gets a queue and listener of its own."""
+    unformatted (formatting is most of a line's cost, here off the request thread). A fork has
+    no listener thread: a worker configures logging again (api/rest/prefork.py)."""
 
     def __init__(self, target: logging.Handler):
         super().__init__(queue.SimpleQueue())
-        self.target = target
-        self.listener: QueueListener | None = self._listen()
-        os.register_at_fork(after_in_child=self._listen_again)
+        self.listener: QueueListener | None = _GatheringListener(self.queue, target)
+        # Its thread takes no signal: the supervisor waits for its signals blocked
+        # (`sigtimedwait`), and the kernel hands one to any thread that does not block it.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            self.listener.start()  # its thread inherits the mask
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
         return record
@@ -65,23 +71,6 @@ class QueuedLines(QueueHandler):
         if listener is not None:
             listener.stop()
         super().close()
-
-    def _listen(self) -> QueueListener:
-        """A listener whose thread takes no signal: the supervisor waits for its signals blocked
-        (`sigtimedwait`), and the kernel hands one to any thread that does not block it."""
-        lines: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-        self.queue = lines
-        listener = _GatheringListener(lines, self.target)
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-        try:
-            listener.start()  # its thread inherits the mask
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        return listener
-
-    def _listen_again(self) -> None:
-        if self.listener is not None:
-            self.listener = self._listen()
 
 
 class _GatheringListener(QueueListener):
@@ -128,21 +117,18 @@ class TextFormatter(logging.Formatter):
         return escape(super().formatMessage(record)) + pairs
 
 
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\\\\]")
-"""Controls (C0, DEL, C1), the Unicode line and paragraph separators, and the backslash."""
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Controls (C0, DEL, C1) and the Unicode line and paragraph separators."""
 LOOSE = re.compile(r'[\s="]')
 
 
 def escape(text: str) -> str:
-    """`text` on one line, every unsafe character escaped as Python writes it."""
-    return UNSAFE.sub(_escaped, text)
+    """`text` on one line, every unsafe character and backslash escaped as Python writes it."""
+    return UNSAFE.sub(_escaped, text.replace("\\", "\\\\"))
 
 
 def _escaped(match: re.Match[str]) -> str:
-    char = match.group()
-    if char == "\\":
-        return "\\\\"
-    code = ord(char)
+    code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
@@ -180,18 +166,13 @@ class RequestLog:
         elapsed_ms = round((time.perf_counter() - req.context.started) * 1000, 3)
         principal = getattr(req.context, "principal", None)
         status = resp.status_code
-        level = _level(status)
-        if not log.isEnabledFor(level):
-            return
-        # Made here: `log.log` would walk the stack for a file and line no line shows.
-        record = log.makeRecord(
-            log.name,
-            level,
-            __file__,
-            0,
+        log.log(
+            _level(status),
             "%s %s %d %.1fms",
-            (req.method, quoted_path(req.path), status, elapsed_ms),
-            None,
+            req.method,
+            quoted_path(req.path),
+            status,
+            elapsed_ms,
             extra={
                 "fields": {
                     "request_id": req.context.request_id,
@@ -205,7 +186,6 @@ class RequestLog:
                 }
             },
         )
-        log.handle(record)
 
 
 def new_request_id() -> str:

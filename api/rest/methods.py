@@ -4,11 +4,11 @@ a responder that would hold something open for the body (the event stream) check
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import falcon
 import falcon.inspect
+from falcon.responders import create_default_options
 from falcon.routing import CompiledRouter
 
 
@@ -17,8 +17,8 @@ class Router(CompiledRouter):
         methods: dict[str, Any] = super().map_http_methods(resource, **kwargs)
         if "GET" in methods:
             methods.setdefault("HEAD", methods["GET"])
-        allowed = ", ".join(sorted({*methods, "OPTIONS"}))  # as Falcon's 405 writes `Allow`
-        methods.setdefault("OPTIONS", _options(allowed))
+        allowed = sorted({*methods, "OPTIONS"})  # as Falcon's 405 writes `Allow`
+        methods.setdefault("OPTIONS", create_default_options(allowed))
         return methods
 
 
@@ -33,11 +33,3 @@ def is_head(req: falcon.Request) -> bool:
 def contract_method(req: falcon.Request) -> str:
     """The method whose contract governs the request: a HEAD is its GET without the body."""
     return "GET" if is_head(req) else req.method
-
-
-def _options(allowed: str) -> Callable[..., None]:
-    def on_options(req: falcon.Request, resp: falcon.Response, **params: Any) -> None:
-        resp.set_header("Allow", allowed)
-        resp.content_length = 0
-
-    return on_options

@@ -44,8 +44,7 @@ SUBSCRIBERS = Gauge(
 
 
 class RequestMetrics:
-    """Falcon middleware: counts and times every answered request, from its start in the
-    request log (the first middleware)."""
+    """Falcon middleware: counts and times every answered request from its start (`RequestLog`)."""
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
@@ -119,21 +118,10 @@ def _gauge(
     return gauge
 
 
-class _MetricsServer(ThreadingWSGIServer):
-    """prometheus-client's threaded WSGI server on a socket that is listening already."""
-
-    def __init__(self, sock: socket.socket):
-        super().__init__(sock.getsockname()[:2], _SilentHandler, bind_and_activate=False)
-        self.socket.close()
-        self.socket = sock
-        self.server_name, self.server_port = sock.getsockname()[:2]
-        self.setup_environ()
-
-
 def serve_metrics(
     readiness: Readiness, consumer_table: ConsumerTable, sock: socket.socket
 ) -> Callable[[], None]:
-    """Serve /metrics on `sock` in a thread; returns how to stop it."""
+    """Serve /metrics on `sock` (listening already) in a thread; returns how to stop it."""
     sock.setblocking(False)  # workers that lose the race to accept go back to waiting
     registry = CollectorRegistry(auto_describe=False)
     if os.environ.get(MULTIPROC_ENV):
@@ -143,7 +131,11 @@ def serve_metrics(
     else:
         registry.register(REGISTRY)  # a registry collects as a collector does
     registry.register(StoreCollector(readiness, consumer_table))
-    server = _MetricsServer(sock)
+    server = ThreadingWSGIServer(sock.getsockname()[:2], _SilentHandler, bind_and_activate=False)
+    server.socket.close()  # the one it made, never bound
+    server.socket = sock
+    server.server_name, server.server_port = sock.getsockname()[:2]
+    server.setup_environ()
     server.set_app(make_wsgi_app(registry))
     thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
     thread.start()

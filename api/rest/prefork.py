@@ -16,11 +16,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from multiprocessing.process import BaseProcess
 
+from titen.api.rest.connections import listen, stop_on_signals
 from titen.api.rest.settings import MULTIPROC_ENV, ServerSettings
-from titen.api.rest.signals import stop_on_signals
 
 log = logging.getLogger("titen.server")
 
@@ -36,7 +36,6 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
     """Serve with `workers` processes until stopped; the exit status."""
     with _run_folder() as folder:  # before this process imports prometheus-client, below
         from titen.api.rest.budget import org_budget
-        from titen.api.rest.connections import listen
         from titen.api.rest.logs import configure, default_format
         from titen.api.rest.server import announce, listeners, serve
         from titen.service.bootstrap import bootstrap
@@ -51,6 +50,7 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         budget = org_budget(settings, folder)  # each organization's requests, counted by all
 
         def work() -> None:
+            configure(settings.log_format or default_format())  # a writer thread of its own
             taken.close()  # the parent's hold on the port; this worker takes its own
             sock = listen(settings.host, port, reuse_port=True)
             services = bootstrap(
@@ -60,10 +60,8 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
                 turn=sharing.turn(),
                 checkpoints=sharing.checkpoints,
             )
-            try:
+            with closing(services):
                 serve(services, settings, sock, metrics_sock, budget)
-            finally:
-                services.close()
 
         announce(f"{opened.database.redacted()}, {workers} workers", settings, taken, metrics_sock)
         return Supervisor(workers, work).run()
@@ -114,8 +112,7 @@ class Supervisor:
         log.info("worker %d started", worker.pid)
 
     def _be_worker(self) -> None:
-        """Run the work, then exit without returning into multiprocessing's code, which would
-        wait for the threads it left."""
+        """Run the work, then `os._exit`: multiprocessing's code would wait for the threads left."""
         status = 1
         try:
             stop_on_signals()
@@ -171,12 +168,11 @@ def _ended(worker: BaseProcess) -> str:
 
 def _stop_with_parent(read_end: int, write_end: int) -> None:
     """SIGTERM this worker once the parent is gone, however it died: only the parent holds the
-    pipe's write end."""
+    pipe's write end, and nothing is written, so a read returns at its end."""
     os.close(write_end)
 
     def watch() -> None:
-        while os.read(read_end, 1):
-            pass
+        os.read(read_end, 1)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="titen-parent-watch", daemon=True).start()

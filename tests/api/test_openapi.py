@@ -20,7 +20,6 @@ from referencing.jsonschema import DRAFT202012
 from tests.support import bearer
 from titen.api import schemas
 from titen.api.cli.main import main
-from titen.api.rest import methods
 from titen.api.rest.app import create_app
 from titen.api.rest.contract import STATUS_OF
 from titen.api.rest.errors import CODES
@@ -47,9 +46,9 @@ def document(client) -> dict:
 
 
 def served_operations(app: falcon.App) -> set[tuple[str, str]]:
-    """(method, template) of every responder the router really has (not falcon's own, nor
-    the HEAD and OPTIONS every route gets from api/rest/methods.py, which the document leaves
-    out: docs/openapi.md)."""
+    """(method, template) of every responder the router really has (not falcon's own, such as
+    the OPTIONS every route gets from api/rest/methods.py, nor the HEAD it gets there: the
+    document leaves them out, docs/openapi.md)."""
     return {
         (method.method, route.path)
         for route in falcon.inspect.inspect_routes(app)
@@ -59,11 +58,8 @@ def served_operations(app: falcon.App) -> set[tuple[str, str]]:
 
 
 def derived(method: falcon.inspect.RouteMethodInfo) -> bool:
-    """A HEAD that is its route's GET, or the OPTIONS that methods.Router gives every route;
-    a resource's own `on_head` or `on_options` would still need a contract."""
-    if method.method == "HEAD":
-        return method.function_name == "on_get"
-    return method.method == "OPTIONS" and method.source_info.startswith(methods.__file__)
+    """A HEAD that is its route's GET; a resource's own `on_head` would still need a contract."""
+    return method.method == "HEAD" and method.function_name == "on_get"
 
 
 def documented_operations(document: dict) -> set[tuple[str, str]]:

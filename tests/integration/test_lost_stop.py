@@ -1,6 +1,6 @@
 """A stop whose KeyboardInterrupt was lost still ends the serving loop, within a second or so.
 
-SIGTERM's handler raises KeyboardInterrupt and ignores further signals (api/rest/signals.py);
+SIGTERM's handler raises KeyboardInterrupt and ignores further signals (api/rest/connections.py);
 raised while the main thread runs a finalizer, the interrupt is printed and dropped. A worker
 was found serving on that way with its supervisor gone and SIGTERM ignored: only SIGKILL could
 end it. The loop now looks at the remembered request at its once-a-second maintenance.
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from titen.api.rest import signals
+from titen.api.rest import connections
 from titen.api.rest.connections import Server, listen
 from titen.api.rest.settings import ServerSettings
 
@@ -26,7 +26,7 @@ def test_a_stop_whose_interrupt_was_lost_ends_the_loop(monkeypatch: pytest.Monke
     thread = threading.Thread(target=server.run, daemon=True)
     try:
         thread.start()
-        monkeypatch.setattr(signals, "_requested", True)  # asked, its interrupt lost
+        monkeypatch.setattr(connections, "_stop_requested", True)  # asked, its interrupt lost
         thread.join(timeout=5)
         assert not thread.is_alive(), "the loop went on serving"
     finally:

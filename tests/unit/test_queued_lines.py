@@ -82,7 +82,9 @@ def test_the_writer_thread_takes_no_signal_and_its_creator_keeps_its_own():
         handler.close()
 
 
-def test_a_forked_child_writes_its_lines_through_a_listener_of_its_own():
+def test_a_forked_child_closes_the_writer_it_inherited_and_writes_through_its_own():
+    """The writer's thread is not forked: a worker configures logging again (basicConfig's
+    `force` closes the inherited handler first), as api/rest/prefork.py does."""
     read_end, write_end = os.pipe()
     target = logging.StreamHandler(os.fdopen(write_end, "w"))
     handler = QueuedLines(target)
@@ -91,8 +93,12 @@ def test_a_forked_child_writes_its_lines_through_a_listener_of_its_own():
     try:
         pid = os.fork()
         if pid == 0:
+            logger.removeHandler(handler)
+            handler.close()  # returns: no thread to wait for
+            own = QueuedLines(target)
+            logger.addHandler(own)
             logger.warning("from the child")
-            handler.close()
+            own.close()
             os._exit(0)
         assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
         logger.warning("from the parent")
