@@ -28,10 +28,6 @@ class BodyLimit:
             raise error(413)
 
 
-IDENTITY = ("", "identity")
-GZIP = ("gzip", "x-gzip")
-
-
 def read_json(req: falcon.Request, checker: Checker) -> dict[str, Any]:
     raw = read_body(req)
     require_json(req)
@@ -55,9 +51,6 @@ def require_json(req: falcon.Request) -> None:
         raise error(415)
 
 
-MAX_NUMBER_DIGITS = sys.get_int_max_str_digits()  # the interpreter's limit on int(text)
-
-
 def parse_json(raw: bytes | str, what: str) -> Any:
     """JSON from a client, nested at most MAX_DEPTH deep; 400 naming `what` otherwise."""
     try:
@@ -71,16 +64,16 @@ def parse_json(raw: bytes | str, what: str) -> Any:
     except UnicodeDecodeError:
         raise error(400, f"{what} is not valid JSON: it is not UTF-8, -16 or -32 text.") from None
     except ValueError:  # the one other refusal of json.loads: an integer too long to convert
-        limit = f"more than {MAX_NUMBER_DIGITS} digits"
+        limit = f"more than {sys.get_int_max_str_digits()} digits"  # the interpreter's limit
         raise error(400, f"{what} holds a number of {limit}.") from None
     raise error(400, f"{what} is nested too deeply: at most {MAX_DEPTH} levels.")
 
 
 def decoded(req: falcon.Request, raw: bytes) -> bytes:
     encoding = (req.get_header("Content-Encoding") or "").strip().lower()
-    if encoding in IDENTITY:
+    if encoding in ("", "identity"):
         return raw
-    if encoding not in GZIP:
+    if encoding not in ("gzip", "x-gzip"):
         raise error(415, "Content-Encoding must be gzip, or absent.")
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
