@@ -42,13 +42,8 @@ SCOPE = {
 INBOX = {"subject_id": schemas.text(NAME_LENGTH)}
 IN_ORGANIZATION = {"to_principal": schemas.text(NAME_LENGTH)}
 FIELD_SCHEMAS = {
-    "handoff_id": STRING,
-    "from_principal": STRING,
-    "to_principal": STRING,
-    "subject_id": STRING,
-    "context_id": nullable(STRING),
-    "checkpoint_id": nullable(STRING),
-    "message": nullable(STRING),
+    **dict.fromkeys(("handoff_id", "from_principal", "to_principal", "subject_id"), STRING),
+    **dict.fromkeys(("context_id", "checkpoint_id", "message"), nullable(STRING)),
     "status": STATUS,
     "created_at": INSTANT,
     "resolved_at": nullable(INSTANT),
