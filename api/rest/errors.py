@@ -130,15 +130,8 @@ def _answer(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
         log.exception("unhandled error on %s %s", req.method, req.path, extra=where)
         raise error(500)
     if is_outage(exc):
-        first = (str(exc).splitlines() or [""])[0]
-        log.warning(
-            "database unavailable on %s %s: %s: %s",
-            req.method,
-            req.path,
-            type(exc).__name__,
-            first,
-            extra=where,
-        )
+        what = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+        log.warning("database unavailable on %s %s: %s", req.method, req.path, what, extra=where)
     raise refused
 
 
