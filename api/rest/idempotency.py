@@ -28,6 +28,9 @@ T = TypeVar("T")
 HEADER = "Idempotency-Key"
 KEY = re.compile(r"[!-~]{1,255}")
 WAIT_SECONDS = 10.0
+BAD_KEY = f"{HEADER} must be 1 to 255 characters from ! to ~ (printable ASCII, no spaces)."
+IN_USE = f"A request with this {HEADER} is still running; retry in a moment."
+REUSED = f"This {HEADER} was used with a different request body; use a new key for a new request."
 
 
 @dataclass
@@ -67,10 +70,7 @@ class Idempotency:
             resp.status, resp.media = status, render(command(caller, keep=None, **fields))
             return
         if not KEY.fullmatch(key):
-            raise error(
-                400,
-                f"{HEADER} must be 1 to 255 characters from ! to ~ (printable ASCII, no spaces).",
-            )
+            raise error(400, BAD_KEY)
         scope = Scope(caller.organization, caller.name, req.method, req.path, key)
         print_ = fingerprint(body)
         flight = self._take_off(scope, print_)
@@ -89,7 +89,7 @@ class Idempotency:
                 # Another process may have run it meanwhile: its stored answer is the answer.
                 stored = self.answers.find(scope)
                 if stored is None and isinstance(failure, AlreadyAnswered):
-                    raise _in_use() from None
+                    raise error(409, IN_USE, code=IDEMPOTENCY_KEY_IN_USE) from None
                 if stored is None:
                     raise
                 _replay(resp, stored, print_)
@@ -110,9 +110,9 @@ class Idempotency:
                     mine = self._flights[scope] = _Flight(print_)
                     return mine
             if running.fingerprint != print_:
-                raise _reused()
+                raise error(422, REUSED, code=IDEMPOTENCY_KEY_REUSED)
             if not running.done.wait(request_budget.left(WAIT_SECONDS)):
-                raise _in_use()
+                raise error(409, IN_USE, code=IDEMPOTENCY_KEY_IN_USE)
 
 
 def _answer_text(resp: falcon.Response, status: int, text: str) -> None:
@@ -123,22 +123,6 @@ def _answer_text(resp: falcon.Response, status: int, text: str) -> None:
 
 def _replay(resp: falcon.Response, stored: Answer, print_: str) -> None:
     if stored.fingerprint != print_:
-        raise _reused()
+        raise error(422, REUSED, code=IDEMPOTENCY_KEY_REUSED)
     _answer_text(resp, stored.status, stored.body)
     resp.set_header("Idempotent-Replayed", "true")
-
-
-def _in_use() -> falcon.HTTPError:
-    return error(
-        409,
-        f"A request with this {HEADER} is still running; retry in a moment.",
-        code=IDEMPOTENCY_KEY_IN_USE,
-    )
-
-
-def _reused() -> falcon.HTTPError:
-    return error(
-        422,
-        f"This {HEADER} was used with a different request body; use a new key for a new request.",
-        code=IDEMPOTENCY_KEY_REUSED,
-    )
