@@ -32,7 +32,6 @@ from titen.domain.clock import parse_iso
 from titen.domain.history import ENDINGS, LeaseTerm, Step
 from titen.domain.limits import NAME_LENGTH
 from titen.service.auditor import Auditor
-from titen.service.keys import Principal
 
 AS_OF = {
     "type": "string",
@@ -65,11 +64,11 @@ class AuditResource:
     auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        caller, params = _operator(req), dict(req.params)
+        organization, params = _organization(req), dict(req.params)
         limit, cursor = read_limit(params), single(params, "cursor")
         after = 0 if cursor is None else decode_cursor(req, cursor, of_log=False)
         query = _query({k: v for k, v in params.items() if k not in PAGE_QUERY}, RESOURCE_QUERY)
-        page = self.auditor.resource(caller.organization, **query, after=after, limit=limit)
+        page = self.auditor.resource(organization, **query, after=after, limit=limit)
         resume = page.resume_after
         cursor = None if resume is None else encode_cursor(req, resume, of_log=False)
         resp.media = {"data": {**page.data, "next_cursor": cursor}}
@@ -88,7 +87,7 @@ class AuditLease:
     auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, lease_id: str) -> None:
-        resp.media = {"data": self.auditor.lease(*_item(req, lease_id))}
+        resp.media = {"data": self.auditor.lease(_organization(req), lease_id, _as_of(req))}
 
 
 @dataclass
@@ -104,20 +103,20 @@ class AuditHandoff:
     auditor: Auditor
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, handoff_id: str) -> None:
-        resp.media = {"data": self.auditor.handoff(*_item(req, handoff_id))}
+        resp.media = {"data": self.auditor.handoff(_organization(req), handoff_id, _as_of(req))}
 
 
-def _operator(req: falcon.Request) -> Principal:
+def _organization(req: falcon.Request) -> str:
+    """The caller's organization; 403 unless it is an operator."""
     caller = principal_of(req)
     if not caller.is_operator:
         raise error(403)
-    return caller
+    return caller.organization
 
 
-def _item(req: falcon.Request, id_: str) -> tuple[str, str, datetime | None]:
-    """An operator's organization, the id asked for and the `as_of` asked, for one lease or
-    handoff."""
-    return _operator(req).organization, id_, _query(req.params, ITEM_QUERY)["as_of"]
+def _as_of(req: falcon.Request) -> datetime | None:
+    """The `as_of` asked of one lease or handoff (None when not given)."""
+    return _query(req.params, ITEM_QUERY)["as_of"]
 
 
 def _query(params: Mapping[str, Any], checker: Checker) -> dict[str, Any]:
