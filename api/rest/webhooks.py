@@ -161,7 +161,6 @@ class WebhookDeliveries:
     webhooks: Webhooks
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, webhook_id: str) -> None:
-        """Newest first; `next_cursor` continues with older attempts."""
         page = read_page(req, of_log=False)
         found = self.webhooks.attempts(
             principal_of(req), webhook_id, before=page.after or None, limit=page.limit + 1
@@ -174,5 +173,4 @@ class WebhookDeliveries:
 def without_secret(created: tuple[Webhook, str]) -> dict[str, Any]:
     """What is stored to replay that answer: never the secret (it would lie in the answers
     table for a day, and be replayed after a rotation or delete)."""
-    webhook, _ = created
-    return {"data": webhook.public()}
+    return {"data": created[0].public()}
