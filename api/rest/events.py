@@ -26,6 +26,7 @@ from titen.api.rest.contract import (
     TOO_MANY_SUBSCRIBERS,
     answers,
     array,
+    fields_of,
     get,
     obj,
     post,
@@ -33,7 +34,6 @@ from titen.api.rest.contract import (
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN, error
 from titen.api.rest.handoffs import HANDOFF
-from titen.api.rest.leases import HOLDING
 from titen.api.rest.methods import is_head
 from titen.api.rest.metrics import SUBSCRIBERS
 from titen.api.rest.paging import (
@@ -48,6 +48,7 @@ from titen.api.rest.paging import (
 from titen.api.rest.settings import ServerSettings
 from titen.domain.clock import iso
 from titen.domain.events import PUBLISHED
+from titen.domain.lease import Holding
 from titen.domain.published import LEASE_ACQUIRED
 from titen.service import request_budget
 from titen.service.keys import Principal
@@ -67,9 +68,7 @@ TYPES = {
     "type": "string",
     "description": f"Comma-separated event types to keep, of: {', '.join(PUBLISHED)}.",
 }
-LEASE_DATA = obj(
-    {k: v for k, v in HOLDING["properties"].items() if k not in ("purpose", "expired")}
-)
+LEASE_DATA = obj(fields_of(Holding, leave=("purpose",)))
 
 
 def _event(kind: str) -> dict[str, Any]:
@@ -232,9 +231,8 @@ class Events:
 class EventStream:
     contract = get(
         "streamEvents",
-        "The organization's committed events as Server-Sent Events, each frame's `id` its "
-        "cursor; resume with Last-Event-ID or `after`. An agent's key reads those it is "
-        "party to.",
+        "The organization's committed events as Server-Sent Events, each frame's `id` its cursor; "
+        "resume with Last-Event-ID or `after`. An agent's key reads those it is party to.",
         query={"after": AFTER, "types": TYPES},
         headers=(
             {

@@ -72,14 +72,12 @@ class Mcp:
     contract = post(
         "mcp",
         "MCP Streamable HTTP: one JSON-RPC message in, its answer out (docs/clients.md).",
-        description=(
-            "The Model Context Protocol endpoint with the tools titen_lease_acquire and "
-            "titen_handoff, acting as the key's principal. Opaque here: the protocol's own "
-            "JSON-RPC messages, answered with JSON-RPC (a notification: 202, no body); "
-            "every refusal, titen's or the protocol's, is a JSON-RPC error. A page may call "
-            "it only from the server's own origin or a `--cors-origin`. `Mcp-Session-Id`, "
-            "given with the answer to `initialize`, is optional and bound to the key."
-        ),
+        description="The Model Context Protocol endpoint with the tools titen_lease_acquire and "
+        "titen_handoff, acting as the key's principal. Opaque here: the protocol's own JSON-RPC "
+        "messages, answered with JSON-RPC (a notification: 202, no body); every refusal, titen's "
+        "or the protocol's, is a JSON-RPC error. A page may call it only from the server's own "
+        "origin or a `--cors-origin`. `Mcp-Session-Id`, given with the answer to `initialize`, is "
+        "optional and bound to the key.",
         body=JSON_RPC,
         answer=JSON_RPC,
         bodiless=(202,),
@@ -141,8 +139,7 @@ def _message(raw: bytes) -> dict[str, Any]:
         message = parse_json(raw, "The request body")
     except Refusal as refused:
         raise error(400, message_of(refused), rpc=jsonrpc.PARSE_ERROR) from None
-    problem = jsonrpc.problem(message)
-    if problem is not None:
+    if (problem := jsonrpc.problem(message)) is not None:
         raise error(400, problem, rpc=jsonrpc.INVALID_REQUEST)
     return message
 
