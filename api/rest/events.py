@@ -88,9 +88,7 @@ def _event(kind: str) -> dict[str, Any]:
     )
 
 
-COMPONENTS = {
-    kind: "".join(w.capitalize() for w in kind.split(".")) + "Event" for kind in PUBLISHED
-}
+COMPONENTS = {kind: kind.title().replace(".", "") + "Event" for kind in PUBLISHED}
 """Each event type's schema name: `lease.acquired` → `LeaseAcquiredEvent`."""
 EVENT_SCHEMAS = {COMPONENTS[kind]: _event(kind) for kind in PUBLISHED}
 EVENT = {
