@@ -264,15 +264,14 @@ class EventStream:
             resp.stream = iter(())  # no slot, and, as for a stream, no Content-Length
             return
         frames = self._frames(req, principal, after, types)
-        next(frames)  # takes the slot, or refuses: from now on the server's close() frees it
+        next(frames)  # holds the slot (or refuses) now: close() unwinds only a started generator
         resp.stream = frames
 
     def _frames(
         self, req: falcon.Request, principal: Principal, after: int, types: tuple[str, ...]
     ) -> Generator[bytes, None, None]:
-        """A slot's frames until the key it was opened with is revoked, or its client goes away;
-        a comment line after each quiet heartbeat, for proxies. Its first item (empty) is taken
-        once the slot is held: a generator's `close()` runs its `finally` only once started."""
+        """An empty item once the slot is held, then frames until the key it was opened with is
+        revoked or its client goes away; a comment line after each quiet heartbeat, for proxies."""
         with self.subscribers.held(req, principal) as subscription:
             yield b""
             yield b": connected\n\n"
