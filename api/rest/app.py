@@ -88,8 +88,7 @@ def create_app(
         RequestLog(),
         StoreCursors(services.cursors),
     ]
-    if settings.cors_origins:
-        origins = list(settings.cors_origins)
+    if origins := settings.cors_origins:
         middleware.append(falcon.CORSMiddleware(allow_origins=origins, expose_headers=EXPOSED))
     middleware += [
         RequestMetrics(),

@@ -18,9 +18,8 @@ if TYPE_CHECKING:  # a2wsgi (with anyio) is imported when the first request star
 
 
 class AsgiBridge:
-    """Calls the app `make()` builds for a WSGI environ and collects its whole answer (JSON, not
-    streams): status, headers, body. The app finds the environ in its scope (a2wsgi's
-    `wsgi_environ`)."""
+    """Calls the app `make()` builds for a WSGI environ, which the app finds in its scope (a2wsgi's
+    `wsgi_environ`), and collects its whole answer (JSON, not streams)."""
 
     def __init__(self, make: Callable[[], Starlette]):
         self.make = make

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,16 +24,16 @@ from titen.api.rest.contract import (
     INSTANT,
     STRING,
     TOO_MANY_SUBSCRIBERS,
-    Operation,
     answers,
     array,
+    fields_of,
+    get,
     obj,
-    operations,
+    post,
     ref,
 )
 from titen.api.rest.errors import OUTCOME_UNKNOWN, error
 from titen.api.rest.handoffs import HANDOFF
-from titen.api.rest.leases import HOLDING
 from titen.api.rest.methods import is_head
 from titen.api.rest.metrics import SUBSCRIBERS
 from titen.api.rest.paging import (
@@ -48,6 +48,7 @@ from titen.api.rest.paging import (
 from titen.api.rest.settings import ServerSettings
 from titen.domain.clock import iso
 from titen.domain.events import PUBLISHED
+from titen.domain.lease import Holding
 from titen.domain.published import LEASE_ACQUIRED
 from titen.service import request_budget
 from titen.service.keys import Principal
@@ -67,9 +68,7 @@ TYPES = {
     "type": "string",
     "description": f"Comma-separated event types to keep, of: {', '.join(PUBLISHED)}.",
 }
-LEASE_DATA = obj(
-    {k: v for k, v in HOLDING["properties"].items() if k not in ("purpose", "expired")}
-)
+LEASE_DATA = obj(fields_of(Holding, leave=("purpose",)))
 
 
 def _event(kind: str) -> dict[str, Any]:
@@ -89,9 +88,7 @@ def _event(kind: str) -> dict[str, Any]:
     )
 
 
-COMPONENTS = {
-    kind: "".join(w.capitalize() for w in kind.split(".")) + "Event" for kind in PUBLISHED
-}
+COMPONENTS = {kind: kind.title().replace(".", "") + "Event" for kind in PUBLISHED}
 """Each event type's schema name: `lease.acquired` → `LeaseAcquiredEvent`."""
 EVENT_SCHEMAS = {COMPONENTS[kind]: _event(kind) for kind in PUBLISHED}
 EVENT = {
@@ -141,16 +138,14 @@ class Subscribers:
                     "retry later or poll GET /v1/events without wait.",
                 )
             self._held += scopes
-        SUBSCRIBERS.inc()
         self.recent.subscribe(org)
         try:
-            with self.revocations.watch(*key_of(req)) as watch:
+            with SUBSCRIBERS.track_inprogress(), self.revocations.watch(*key_of(req)) as watch:
                 watch_client = req.env.get(WATCH_CLIENT)  # wakes waiters when the client goes
                 gone = watch_client(self.recent.wake) if watch_client else lambda: False
                 yield Subscription(self.recent, principal, watch.revoked, gone)
         finally:
             self.recent.unsubscribe(org)
-            SUBSCRIBERS.dec()
             with self._lock:
                 self._held -= scopes  # drops the scopes now at 0
 
@@ -190,22 +185,20 @@ class Subscription:
 
 @dataclass
 class Events:
-    contract = operations(
-        get=Operation(
-            "listEvents",
-            "The organization's committed events after a cursor, oldest first (long-polls "
-            "with `wait`); an agent's key reads those it is party to.",
-            query={
-                "after": AFTER,
-                "types": TYPES,
-                "limit": LIMIT,
-                "wait": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
-            },
-            answer=answers(obj({"events": array(EVENT), "next_cursor": STRING})),
-            errors=(TOO_MANY_SUBSCRIBERS,),
-            tickets=True,
-            components=EVENT_SCHEMAS,
-        )
+    contract = get(
+        "listEvents",
+        "The organization's committed events after a cursor, oldest first (long-polls "
+        "with `wait`); an agent's key reads those it is party to.",
+        query={
+            "after": AFTER,
+            "types": TYPES,
+            "limit": LIMIT,
+            "wait": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
+        },
+        answer=answers(obj({"events": array(EVENT), "next_cursor": STRING})),
+        errors=(TOO_MANY_SUBSCRIBERS,),
+        tickets=True,
+        components=EVENT_SCHEMAS,
     )
 
     recent_events: RecentEvents
@@ -234,29 +227,26 @@ class Events:
 
 @dataclass
 class EventStream:
-    contract = operations(
-        get=Operation(
-            "streamEvents",
-            "The organization's committed events as Server-Sent Events, each frame's `id` its "
-            "cursor; resume with Last-Event-ID or `after`. An agent's key reads those it is "
-            "party to.",
-            query={"after": AFTER, "types": TYPES},
-            headers=(
-                {
-                    "name": "Last-Event-ID",
-                    "in": "header",
-                    "required": False,
-                    "description": "Resume after this cursor; when present it wins over "
-                    "`after` (EventSource reconnects to the same URL with it).",
-                    "schema": STRING,
-                },
-            ),
-            answer=FRAME,
-            media=EVENT_STREAM,
-            errors=(TOO_MANY_SUBSCRIBERS,),
-            tickets=True,
-            components=EVENT_SCHEMAS,
-        )
+    contract = get(
+        "streamEvents",
+        "The organization's committed events as Server-Sent Events, each frame's `id` its cursor; "
+        "resume with Last-Event-ID or `after`. An agent's key reads those it is party to.",
+        query={"after": AFTER, "types": TYPES},
+        headers=(
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "required": False,
+                "description": "Resume after this cursor; when present it wins over "
+                "`after` (EventSource reconnects to the same URL with it).",
+                "schema": STRING,
+            },
+        ),
+        answer=FRAME,
+        media=EVENT_STREAM,
+        errors=(TOO_MANY_SUBSCRIBERS,),
+        tickets=True,
+        components=EVENT_SCHEMAS,
     )
 
     recent_events: RecentEvents
@@ -273,38 +263,26 @@ class EventStream:
         if is_head(req):
             resp.stream = iter(())  # no slot, and, as for a stream, no Content-Length
             return
-        release = ExitStack()
-        subscription = release.enter_context(self.subscribers.held(req, principal))
-        frames = self._frames(subscription, after, types)
-        release.callback(frames.close)
-        resp.stream = Stream(frames, release.close)
+        frames = self._frames(req, principal, after, types)
+        next(frames)  # holds the slot (or refuses) now: close() unwinds only a started generator
+        resp.stream = frames
 
     def _frames(
-        self, subscription: Subscription, after: int, types: tuple[str, ...]
+        self, req: falcon.Request, principal: Principal, after: int, types: tuple[str, ...]
     ) -> Generator[bytes, None, None]:
-        """Until the key it was opened with is revoked, or its client goes away; a comment
-        line after each quiet heartbeat, for proxies."""
-        yield b": connected\n\n"
-        heartbeat = self.subscribers.settings.heartbeat_seconds
-        while not subscription.ended():
-            events = subscription.next(after, types, STREAM_BATCH, heartbeat)
-            for event in events:
-                yield _frame(event)
-                after = event.position
-            if not events and not subscription.ended():
-                yield b": heartbeat\n\n"
-
-
-@dataclass(frozen=True)
-class Stream:
-    """A stream's WSGI body: `close()`, which the server calls started or not, ends its frames
-    and frees its slot (a generator's own `finally` would not run before its first frame)."""
-
-    frames: Iterator[bytes]
-    close: Callable[[], None]
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self.frames
+        """An empty item once the slot is held, then frames until the key it was opened with is
+        revoked or its client goes away; a comment line after each quiet heartbeat, for proxies."""
+        with self.subscribers.held(req, principal) as subscription:
+            yield b""
+            yield b": connected\n\n"
+            heartbeat = self.subscribers.settings.heartbeat_seconds
+            while not subscription.ended():
+                events = subscription.next(after, types, STREAM_BATCH, heartbeat)
+                for event in events:
+                    yield _frame(event)
+                    after = event.position
+                if not events and not subscription.ended():
+                    yield b": heartbeat\n\n"
 
 
 def _frame(event: Published) -> bytes:
@@ -342,18 +320,16 @@ def _wait(req: falcon.Request) -> float:
 
 @dataclass
 class EventTickets:
-    contract = operations(
-        post=Operation(
-            "createEventTicket",
-            "A ticket that opens the event log to a browser: `?ticket=` on GET /v1/events and "
-            "GET /v1/events/stream, for 10 minutes, until its key is revoked.",
-            answer=answers(obj({"ticket": STRING, "expires_at": INSTANT})),
-            status=201,
-            errors=(OUTCOME_UNKNOWN,),
-            description="A ticket is read-only and accepted nowhere else; it acts as the key "
-            "that asked for it (its principal and organization), and revoking that key ends "
-            "it and the streams opened with it (docs/event-log.md).",
-        )
+    contract = post(
+        "createEventTicket",
+        "A ticket that opens the event log to a browser: `?ticket=` on GET /v1/events and "
+        "GET /v1/events/stream, for 10 minutes, until its key is revoked.",
+        answer=answers(obj({"ticket": STRING, "expires_at": INSTANT})),
+        status=201,
+        errors=(OUTCOME_UNKNOWN,),
+        description="A ticket is read-only and accepted nowhere else; it acts as the key "
+        "that asked for it (its principal and organization), and revoking that key ends "
+        "it and the streams opened with it (docs/event-log.md).",
     )
 
     tickets: Tickets

@@ -19,7 +19,7 @@ from titen.api.rest import jsonrpc
 from titen.api.rest.asgi import AsgiBridge
 from titen.api.rest.auth import key_of, principal_of
 from titen.api.rest.body import parse_json, read_body, require_json
-from titen.api.rest.contract import INTEGER, OPEN, STRING, Operation, obj, operations, ref
+from titen.api.rest.contract import INTEGER, OPEN, STRING, obj, post, ref
 from titen.api.rest.errors import Refusal, error, message_of
 from titen.api.rest.settings import parse_origin
 from titen.domain.mcp_sessions import SessionIds
@@ -69,26 +69,22 @@ JSON_RPC_ERROR = {
 
 @dataclass
 class Mcp:
-    contract = operations(
-        post=Operation(
-            "mcp",
-            "MCP Streamable HTTP: one JSON-RPC message in, its answer out (docs/clients.md).",
-            description=(
-                "The Model Context Protocol endpoint with the tools titen_lease_acquire and "
-                "titen_handoff, acting as the key's principal. Opaque here: the protocol's own "
-                "JSON-RPC messages, answered with JSON-RPC (a notification: 202, no body); "
-                "every refusal, titen's or the protocol's, is a JSON-RPC error. A page may call "
-                "it only from the server's own origin or a `--cors-origin`. `Mcp-Session-Id`, "
-                "given with the answer to `initialize`, is optional and bound to the key."
-            ),
-            body=JSON_RPC,
-            answer=JSON_RPC,
-            bodiless=(202,),
-            errors=("FORBIDDEN", "NOT_FOUND"),
-            error_schema=MCP_ERROR,
-            protocol_errors=(400, 404, 406),  # the SDK's own JSON-RPC errors
-            components={MCP_ERROR: JSON_RPC_ERROR},
-        )
+    contract = post(
+        "mcp",
+        "MCP Streamable HTTP: one JSON-RPC message in, its answer out (docs/clients.md).",
+        description="The Model Context Protocol endpoint with the tools titen_lease_acquire and "
+        "titen_handoff, acting as the key's principal. Opaque here: the protocol's own JSON-RPC "
+        "messages, answered with JSON-RPC (a notification: 202, no body); every refusal, titen's "
+        "or the protocol's, is a JSON-RPC error. A page may call it only from the server's own "
+        "origin or a `--cors-origin`. `Mcp-Session-Id`, given with the answer to `initialize`, is "
+        "optional and bound to the key.",
+        body=JSON_RPC,
+        answer=JSON_RPC,
+        bodiless=(202,),
+        errors=("FORBIDDEN", "NOT_FOUND"),
+        error_schema=MCP_ERROR,
+        protocol_errors=(400, 404, 406),  # the SDK's own JSON-RPC errors
+        components={MCP_ERROR: JSON_RPC_ERROR},
     )
 
     leases: LeaseService
@@ -118,9 +114,7 @@ class Mcp:
         }
         environ.pop("HTTP_CONTENT_ENCODING", None)  # inflated by read_body
         resp.status_code, headers, resp.data = self.bridge.call(environ)
-        for name, value in headers:
-            if name.lower() != "content-length":
-                resp.append_header(name, value)
+        resp.set_headers(headers)  # Content-Length too, which Falcon sets again from the data
         if session is None and resp.status_code == 200 and message.get("method") == "initialize":
             resp.set_header(jsonrpc.SESSION_HEADER, self.mcp_sessions.issue(key_hash))
 
@@ -145,8 +139,7 @@ def _message(raw: bytes) -> dict[str, Any]:
         message = parse_json(raw, "The request body")
     except Refusal as refused:
         raise error(400, message_of(refused), rpc=jsonrpc.PARSE_ERROR) from None
-    problem = jsonrpc.problem(message)
-    if problem is not None:
+    if (problem := jsonrpc.problem(message)) is not None:
         raise error(400, problem, rpc=jsonrpc.INVALID_REQUEST)
     return message
 

@@ -3,7 +3,6 @@ its own so that the SDK is imported only at the first `/mcp` request (mcp.py, `_
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,13 +13,11 @@ from starlette.applications import Starlette
 
 from titen.api.mcp_tools import HandoffSent, LeaseAcquired, Refused, build
 from titen.api.rest.body import MAX_BODY_BYTES
-from titen.api.rest.errors import DEFAULT_MESSAGES, message_of, refusal_of
+from titen.api.rest.errors import DEFAULT_MESSAGES, log, message_of, refusal_of
 from titen.api.rest.leases import acquired
 from titen.service.handoffs import HandoffService
 from titen.service.keys import Principal
 from titen.service.leases import LeaseService
-
-log = logging.getLogger("titen.api")
 
 
 def transport(leases: LeaseService, handoffs: HandoffService, path: str, caller: str) -> Starlette:
