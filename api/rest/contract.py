@@ -82,10 +82,6 @@ class Operation:
 Contract = dict[str, Operation]
 
 
-def operations(**by_method: Operation) -> Contract:
-    return {method.upper(): operation for method, operation in by_method.items()}
-
-
 def _one(method: str, operation: Callable[P, Operation]) -> Callable[P, Contract]:
     """A contract of one method, from Operation's arguments: `get(...) | delete(...)` for two."""
 
