@@ -46,13 +46,12 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         opened = bootstrap(url, pool_size=2)  # schema, migrations and catch-up: once, here
         opened.close()
         sharing = for_workers(opened.database.kind, folder)
-        port = taken.getsockname()[1]
         budget = org_budget(settings, folder)  # each organization's requests, counted by all
 
         def work() -> None:
             configure(settings.log_format or default_format())  # a writer thread of its own
-            taken.close()  # the parent's hold on the port; this worker takes its own
-            sock = listen(settings.host, port, reuse_port=True)
+            sock = listen(settings.host, taken.getsockname()[1], reuse_port=True)
+            taken.close()  # the parent's hold on the port, now this worker has its own
             services = bootstrap(
                 url,
                 pool_size=settings.pool_size,
@@ -113,16 +112,16 @@ class Supervisor:
 
     def _be_worker(self) -> None:
         """Run the work, then `os._exit`: multiprocessing's code would wait for the threads left."""
-        status = 1
+        status = 0
         try:
             stop_on_signals()
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
             _stop_with_parent(*self.lifeline)
             self.work()
-            status = 0
         except KeyboardInterrupt:  # stopped while starting
-            status = 0
+            pass
         except BaseException as exc:
+            status = 1
             from titen.service.outages import log_failure  # loaded by the work already
 
             log_failure(log, f"worker {os.getpid()} failed", exc)
