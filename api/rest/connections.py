@@ -322,10 +322,9 @@ class Channel(HTTPChannel):
             return
         try:
             self.socket.shutdown(socket.SHUT_WR)
+            self.draining_until = time.time() + LINGER_SECONDS
         except OSError:
             self._close_now()
-            return
-        self.draining_until = time.time() + LINGER_SECONDS
 
     def _close_now(self) -> None:
         self.draining_until = 0.0
@@ -342,11 +341,10 @@ class Server(TcpWSGIServer):
 
     def __init__(self, app: Any, settings: ServerSettings, threads: int, sock: socket.socket):
         self.settings = settings
-        dispatchers: dict[int, Any] = {}
-        self.poller = Poller(dispatchers)
+        self.poller = Poller({})
         super().__init__(
             app,
-            map=dispatchers,
+            map=self.poller.map,
             _sock=sock,
             adj=Adjustments(
                 threads=threads,
