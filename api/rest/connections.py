@@ -191,7 +191,8 @@ class Channel(HTTPChannel):
         return accepted
 
     def check_deadlines(self, now: float) -> None:
-        """End a lingering close, close a connection whose head is late, 408 a late body."""
+        """End a lingering close, close a connection whose head is late, 408 a late body (through
+        waitress's error task, which closes the connection)."""
         settings = self.server.settings
         body_started = getattr(self.request, "body_started", None)
         if self.draining_until:
@@ -201,19 +202,14 @@ class Channel(HTTPChannel):
             if now - self.head_started > settings.request_head_timeout:
                 self.will_close = True
         elif body_started is not None and now - body_started > settings.request_body_timeout:
-            self._time_out_body(settings.request_body_timeout)
-
-    def _time_out_body(self, timeout: float) -> None:
-        """Through waitress's error task, which closes the connection."""
-        with self.requests_lock:
-            request, self.request = self.request, None
-            if request is None:
-                return
-            request.error = RequestTimeout(timeout)
-            request.completed = True
-            self.requests.append(request)
-            if len(self.requests) == 1:  # else the request before it starts its task
-                self.server.add_task(self)
+            with self.requests_lock:
+                request, self.request = self.request, None
+                if request is not None:
+                    request.error = RequestTimeout(settings.request_body_timeout)
+                    request.completed = True
+                    self.requests.append(request)
+                    if len(self.requests) == 1:  # else the request before it starts its task
+                        self.server.add_task(self)
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], bool]:
         """Call `on_gone` (from the loop) when the client closes or the server stops; returns
