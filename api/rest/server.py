@@ -35,13 +35,12 @@ def listeners(
     if settings.metrics_port is None:
         return sock, None
     try:
-        metrics = listen(
+        return sock, listen(
             settings.metrics_host, settings.metrics_port, backlog=64, doing="serve metrics on"
         )
     except Exception:
         sock.close()
         raise
-    return sock, metrics
 
 
 def announce(
