@@ -17,6 +17,7 @@ import falcon
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler, make_wsgi_app
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from titen.api.rest.logs import route
 from titen.api.rest.settings import MULTIPROC_ENV
@@ -125,8 +126,6 @@ def serve_metrics(
     sock.setblocking(False)  # workers that lose the race to accept go back to waiting
     registry = CollectorRegistry(auto_describe=False)
     if os.environ.get(MULTIPROC_ENV):
-        from prometheus_client.multiprocess import MultiProcessCollector
-
         MultiProcessCollector(registry)  # registers itself: every worker's series, summed
     else:
         registry.register(REGISTRY)  # a registry collects as a collector does

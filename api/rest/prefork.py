@@ -21,6 +21,7 @@ from multiprocessing.process import BaseProcess
 
 from titen.api.rest.connections import listen, stop_on_signals
 from titen.api.rest.settings import MULTIPROC_ENV, ServerSettings
+from titen.service.outages import log_failure
 
 log = logging.getLogger("titen.server")
 
@@ -122,8 +123,6 @@ class Supervisor:
             pass
         except BaseException as exc:
             status = 1
-            from titen.service.outages import log_failure  # loaded by the work already
-
             log_failure(log, f"worker {os.getpid()} failed", exc)
         finally:
             logging.shutdown()
