@@ -64,23 +64,22 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
                 serve(services, settings, sock, metrics_sock, budget)
 
         announce(f"{opened.database.redacted()}, {workers} workers", settings, taken, metrics_sock)
-        return Supervisor(workers, work).run()
+        return Supervisor(work).run(workers)
 
 
 class Supervisor:
-    """Keeps `count` processes forked by multiprocessing running `work()`."""
+    """Keeps `count` processes (`run`) forked by multiprocessing running `work()`."""
 
-    def __init__(self, count: int, work: Callable[[], None]):
-        self.count = count
+    def __init__(self, work: Callable[[], None]):
         self.work = work
         self.workers: list[BaseProcess] = []
         self.deaths: deque[float] = deque(maxlen=DEATHS_ALLOWED + 1)
         self.lifeline = os.pipe()  # never written: its end tells workers the parent is gone
 
-    def run(self) -> int:
+    def run(self, count: int) -> int:
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
-            for _ in range(self.count):
+            for _ in range(count):
                 self._start()
             return self._supervise()
         finally:
