@@ -191,7 +191,8 @@ class Channel(HTTPChannel):
         return accepted
 
     def check_deadlines(self, now: float) -> None:
-        """End a lingering close, close a connection whose head is late, 408 a late body."""
+        """End a lingering close, close a connection whose head is late, 408 a late body (through
+        waitress's error task, which closes the connection)."""
         settings = self.server.settings
         body_started = getattr(self.request, "body_started", None)
         if self.draining_until:
@@ -201,19 +202,14 @@ class Channel(HTTPChannel):
             if now - self.head_started > settings.request_head_timeout:
                 self.will_close = True
         elif body_started is not None and now - body_started > settings.request_body_timeout:
-            self._time_out_body(settings.request_body_timeout)
-
-    def _time_out_body(self, timeout: float) -> None:
-        """Through waitress's error task, which closes the connection."""
-        with self.requests_lock:
-            request, self.request = self.request, None
-            if request is None:
-                return
-            request.error = RequestTimeout(timeout)
-            request.completed = True
-            self.requests.append(request)
-            if len(self.requests) == 1:  # else the request before it starts its task
-                self.server.add_task(self)
+            with self.requests_lock:
+                request, self.request = self.request, None
+                if request is not None:
+                    request.error = RequestTimeout(settings.request_body_timeout)
+                    request.completed = True
+                    self.requests.append(request)
+                    if len(self.requests) == 1:  # else the request before it starts its task
+                        self.server.add_task(self)
 
     def watch(self, on_gone: Callable[[], None]) -> Callable[[], bool]:
         """Call `on_gone` (from the loop) when the client closes or the server stops; returns
@@ -322,10 +318,9 @@ class Channel(HTTPChannel):
             return
         try:
             self.socket.shutdown(socket.SHUT_WR)
+            self.draining_until = time.time() + LINGER_SECONDS
         except OSError:
             self._close_now()
-            return
-        self.draining_until = time.time() + LINGER_SECONDS
 
     def _close_now(self) -> None:
         self.draining_until = 0.0
@@ -342,11 +337,10 @@ class Server(TcpWSGIServer):
 
     def __init__(self, app: Any, settings: ServerSettings, threads: int, sock: socket.socket):
         self.settings = settings
-        dispatchers: dict[int, Any] = {}
-        self.poller = Poller(dispatchers)
+        self.poller = Poller({})
         super().__init__(
             app,
-            map=dispatchers,
+            map=self.poller.map,
             _sock=sock,
             adj=Adjustments(
                 threads=threads,

@@ -155,9 +155,8 @@ class RequestLog:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
-        offered = req.get_header(REQUEST_ID)
-        fits = offered is not None and PLAUSIBLE_ID.fullmatch(offered)
-        req.context.request_id = offered if fits else new_request_id()
+        offered = req.get_header(REQUEST_ID, default="")
+        req.context.request_id = offered if PLAUSIBLE_ID.fullmatch(offered) else new_request_id()
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool

@@ -10,13 +10,14 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import falcon
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler, make_wsgi_app
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from titen.api.rest.logs import route
 from titen.api.rest.settings import MULTIPROC_ENV
@@ -120,13 +121,11 @@ def _gauge(
 
 def serve_metrics(
     readiness: Readiness, consumer_table: ConsumerTable, sock: socket.socket
-) -> Callable[[], None]:
-    """Serve /metrics on `sock` (listening already) in a thread; returns how to stop it."""
+) -> ThreadingWSGIServer:
+    """Serve /metrics on `sock` (listening already) in a thread; the server, to stop and close."""
     sock.setblocking(False)  # workers that lose the race to accept go back to waiting
     registry = CollectorRegistry(auto_describe=False)
     if os.environ.get(MULTIPROC_ENV):
-        from prometheus_client.multiprocess import MultiProcessCollector
-
         MultiProcessCollector(registry)  # registers itself: every worker's series, summed
     else:
         registry.register(REGISTRY)  # a registry collects as a collector does
@@ -137,12 +136,5 @@ def serve_metrics(
     server.server_name, server.server_port = sock.getsockname()[:2]
     server.setup_environ()
     server.set_app(make_wsgi_app(registry))
-    thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-    return stop
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server

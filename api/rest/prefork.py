@@ -21,6 +21,7 @@ from multiprocessing.process import BaseProcess
 
 from titen.api.rest.connections import listen, stop_on_signals
 from titen.api.rest.settings import MULTIPROC_ENV, ServerSettings
+from titen.service.outages import log_failure
 
 log = logging.getLogger("titen.server")
 
@@ -46,13 +47,12 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
         opened = bootstrap(url, pool_size=2)  # schema, migrations and catch-up: once, here
         opened.close()
         sharing = for_workers(opened.database.kind, folder)
-        port = taken.getsockname()[1]
         budget = org_budget(settings, folder)  # each organization's requests, counted by all
 
         def work() -> None:
             configure(settings.log_format or default_format())  # a writer thread of its own
-            taken.close()  # the parent's hold on the port; this worker takes its own
-            sock = listen(settings.host, port, reuse_port=True)
+            sock = listen(settings.host, taken.getsockname()[1], reuse_port=True)
+            taken.close()  # the parent's hold on the port, now this worker has its own
             services = bootstrap(
                 url,
                 pool_size=settings.pool_size,
@@ -64,23 +64,22 @@ def serve_workers(url: str, settings: ServerSettings, workers: int) -> int:
                 serve(services, settings, sock, metrics_sock, budget)
 
         announce(f"{opened.database.redacted()}, {workers} workers", settings, taken, metrics_sock)
-        return Supervisor(workers, work).run()
+        return Supervisor(work).run(workers)
 
 
 class Supervisor:
-    """Keeps `count` processes forked by multiprocessing running `work()`."""
+    """Keeps `count` processes (`run`) forked by multiprocessing running `work()`."""
 
-    def __init__(self, count: int, work: Callable[[], None]):
-        self.count = count
+    def __init__(self, work: Callable[[], None]):
         self.work = work
         self.workers: list[BaseProcess] = []
         self.deaths: deque[float] = deque(maxlen=DEATHS_ALLOWED + 1)
         self.lifeline = os.pipe()  # never written: its end tells workers the parent is gone
 
-    def run(self) -> int:
+    def run(self, count: int) -> int:
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
-            for _ in range(self.count):
+            for _ in range(count):
                 self._start()
             return self._supervise()
         finally:
@@ -113,18 +112,16 @@ class Supervisor:
 
     def _be_worker(self) -> None:
         """Run the work, then `os._exit`: multiprocessing's code would wait for the threads left."""
-        status = 1
+        status = 0
         try:
             stop_on_signals()
             signal.pthread_sigmask(signal.SIG_SETMASK, set())
             _stop_with_parent(*self.lifeline)
             self.work()
-            status = 0
         except KeyboardInterrupt:  # stopped while starting
-            status = 0
+            pass
         except BaseException as exc:
-            from titen.service.outages import log_failure  # loaded by the work already
-
+            status = 1
             log_failure(log, f"worker {os.getpid()} failed", exc)
         finally:
             logging.shutdown()

@@ -35,13 +35,12 @@ def listeners(
     if settings.metrics_port is None:
         return sock, None
     try:
-        metrics = listen(
+        return sock, listen(
             settings.metrics_host, settings.metrics_port, backlog=64, doing="serve metrics on"
         )
     except Exception:
         sock.close()
         raise
-    return sock, metrics
 
 
 def announce(
@@ -76,7 +75,9 @@ def serve(
         server = Server(app, settings, threads, sock)
         stack.callback(server.close)
         if metrics_sock is not None:
-            stack.callback(serve_metrics(services.readiness, services.consumer_table, metrics_sock))
+            metrics = serve_metrics(services.readiness, services.consumer_table, metrics_sock)
+            stack.enter_context(metrics)  # its socket closed, once
+            stack.callback(metrics.shutdown)  # it has stopped serving
         background = serving(
             services,
             webhook_workers=settings.webhook_workers,
