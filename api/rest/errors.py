@@ -10,7 +10,6 @@ from typing import Any
 import falcon
 
 from titen.api.rest import jsonrpc
-from titen.api.rest.logs import request_id
 from titen.api.validation import cut
 from titen.domain.clock import iso
 from titen.domain.errors import Contention, Forbidden, InvalidField, LeaseHeld, NotFound, NotTarget
@@ -125,7 +124,7 @@ def _answer(req: falcon.Request, resp: falcon.Response, exc: Exception, params: 
     """Any failure: a refusal in its words; an outage (nothing changed: retry) also a warning
     without a traceback, for it is a condition, not a defect; anything else a logged 500."""
     refused = refusal_of(exc)
-    where = {"fields": {"request_id": request_id(req)}}
+    where = {"fields": {"request_id": req.context.get("request_id")}}
     if refused is None:
         log.exception("unhandled error on %s %s", req.method, req.path, extra=where)
         raise error(500)

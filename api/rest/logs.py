@@ -142,10 +142,6 @@ def quoted_path(path: str) -> str:
     return '"' + path.replace('"', "%22") + '"'
 
 
-def request_id(req: falcon.Request) -> str | None:
-    return getattr(req.context, "request_id", None)
-
-
 def route(req: falcon.Request) -> str:
     return req.uri_template or UNMATCHED
 
