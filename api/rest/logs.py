@@ -158,11 +158,14 @@ class RequestLog:
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
     ) -> None:
         resp.set_header(REQUEST_ID, req.context.request_id)
+        status = resp.status_code
+        level = _level(status)
+        if not log.isEnabledFor(level):  # else its arguments would be made for nothing
+            return
         elapsed_ms = round((time.perf_counter() - req.context.started) * 1000, 3)
         principal = getattr(req.context, "principal", None)
-        status = resp.status_code
         log.log(
-            _level(status),
+            level,
             "%s %s %d %.1fms",
             req.method,
             quoted_path(req.path),
